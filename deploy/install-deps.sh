@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package warmslot needs to build, run and test.
+# Safe to run again: apt-get skips what is already there.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build git ca-certificates curl pkg-config
+  libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libyaml-cpp-dev doctest-dev libsqlite3-dev
+  nginx-light
+)
+# The pinned llama-server and the openai client tests come from npm.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

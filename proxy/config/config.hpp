@@ -1,0 +1,90 @@
+// warmslot configuration: YAML turned into one immutable, validated snapshot.
+//
+// This module is the only place that sees yaml-cpp. A loaded `config` is never modified; a reload
+// builds a new one. Plain data, safe to share between threads once built.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace warmslot::config {
+
+using millis = std::chrono::milliseconds;
+
+struct listen_address {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 8080;
+};
+
+// One llama-server process, reached over plain HTTP.
+struct backend {
+    std::string name;
+    std::string url;        // as written, e.g. "http://127.0.0.1:8081"
+    std::string host;       // parsed from url
+    std::uint16_t port = 0; // parsed from url (default 80)
+};
+
+struct limits {
+    std::size_t max_header_bytes = 16 * 1024;
+    std::size_t max_body_bytes = 64 * 1024 * 1024;
+    std::size_t max_connections = 1024;
+};
+
+struct timeouts {
+    millis header_read{10'000};         // client must send its request headers within this
+    millis body_read{60'000};           // and its body within this
+    millis connect{5'000};              // TCP connect to a backend
+    millis upstream_response{3'600'000}; // backend's response headers (prefill of long prompts is slow)
+    millis stream_idle{1'800'000};      // silence allowed between two chunks of a response
+    millis client_idle{60'000};         // keep-alive: idle client connection is closed after this
+    millis shutdown_grace{10'000};      // on stop: how long in-flight requests may finish
+};
+
+struct log_settings {
+    std::string level = "info"; // trace, debug, info, warn, error, off
+    bool access = true;         // one access line per request
+};
+
+struct config {
+    listen_address listen;
+    std::vector<backend> backends;
+    std::vector<std::string> api_keys; // resolved secrets; empty = no key required. Never log.
+    limits limits;
+    timeouts timeouts;
+    log_settings log;
+};
+
+// A config that cannot be used. `what()` reads "<source>:<line>: <key path>: <problem>",
+// e.g. "warmslot.yaml:7: backends[1].url: must start with http://".
+class config_error : public std::runtime_error {
+public:
+    config_error(std::string source, int line, std::string key_path, std::string problem);
+    const std::string& key_path() const noexcept { return key_path_; }
+    int line() const noexcept { return line_; } // 1-based, 0 when unknown
+    const std::string& problem() const noexcept { return problem_; }
+
+private:
+    std::string key_path_;
+    int line_;
+    std::string problem_;
+};
+
+// Reads an environment variable; std::nullopt when unset. Injected so tests need no real env.
+using env_lookup = std::function<std::optional<std::string>(const std::string&)>;
+env_lookup process_env();
+
+// Parses and validates YAML text. `source` names the text in error messages (usually its path).
+// Throws config_error on the first problem found.
+config parse(std::string_view yaml_text, std::string_view source, const env_lookup& env);
+
+// Reads the file and parses it. Throws config_error (also for an unreadable file).
+config load_file(const std::string& path, const env_lookup& env = process_env());
+
+}  // namespace warmslot::config
