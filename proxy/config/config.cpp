@@ -1,1 +1,527 @@
-// placeholder
+#include "config/config.hpp"
+
+#include <arpa/inet.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+#include <utility>
+
+#include "util/units.hpp"
+
+namespace warmslot::config {
+namespace {
+
+constexpr millis max_timeout = std::chrono::hours{24};
+constexpr std::uint64_t kib = 1024;
+
+std::string format_error(const std::string& source, int line, const std::string& key_path,
+                         const std::string& problem) {
+    std::string out = source;
+    if (line > 0) out += ":" + std::to_string(line);
+    out += ": ";
+    if (!key_path.empty()) out += key_path + ": ";
+    return out + problem;
+}
+
+// One YAML value and where it sits; `line` is 1-based and, for an empty value, the key's line
+// (yaml-cpp marks an empty value at the token that follows it).
+struct entry {
+    YAML::Node node;
+    std::string path;
+    int line = 0;
+};
+
+int line_of(const YAML::Node& node, int fallback) {
+    const YAML::Mark mark = node.Mark();
+    return mark.is_null() ? fallback : mark.line + 1;
+}
+
+std::string child_path(const std::string& parent, std::string_view key) {
+    return parent.empty() ? std::string(key) : parent + "." + std::string(key);
+}
+
+std::string item_path(const std::string& parent, std::size_t index) {
+    return parent + "[" + std::to_string(index) + "]";
+}
+
+std::string_view kind_of(const YAML::Node& node) {
+    if (node.IsMap()) return "a map";
+    if (node.IsSequence()) return "a list";
+    if (node.IsNull()) return "no value";
+    return "a scalar";
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c); }
+
+bool is_digits(std::string_view text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), is_digit);
+}
+
+// Parses "<min>".."65535"; std::nullopt for anything else.
+std::optional<std::uint16_t> parse_port(std::string_view text, unsigned min) {
+    unsigned value = 0;
+    if (!is_digits(text) || text.size() > 5) return std::nullopt;
+    std::from_chars(text.data(), text.data() + text.size(), value);
+    if (value < min || value > 65535) return std::nullopt;
+    return static_cast<std::uint16_t>(value);
+}
+
+bool is_ip_literal(const std::string& host, int family) {
+    std::array<unsigned char, 16> buffer{};
+    return inet_pton(family, host.c_str(), buffer.data()) == 1;
+}
+
+bool is_dns_name(std::string_view host) {
+    if (host.empty() || host.size() > 253) return false;
+    std::size_t label = 0;
+    for (std::size_t i = 0; i <= host.size(); ++i) {
+        const bool end = i == host.size() || host[i] == '.';
+        if (end) {
+            if (label == 0 || label > 63 || host[i - 1] == '-' || host[i - label] == '-') {
+                return false;
+            }
+            label = 0;
+            continue;
+        }
+        if (!is_alnum(host[i]) && host[i] != '-') return false;
+        ++label;
+    }
+    return true;
+}
+
+// What an address may look like: listen takes literals only, backends also take DNS names.
+struct address_rules {
+    bool names_allowed;
+    unsigned min_port;
+};
+
+struct host_port {
+    std::string host;  // IPv6 without its brackets
+    std::optional<std::uint16_t> port;
+};
+
+// Splits "host:port" or "[v6]:port"; the port may be missing ("host", "[v6]").
+// Returns the problem, if any.
+std::optional<std::string> split_host_port(std::string_view text, address_rules rules,
+                                           host_port& out) {
+    std::string_view rest;
+    if (!text.empty() && text.front() == '[') {
+        const std::size_t close = text.find(']');
+        if (close == std::string_view::npos) return "missing ']' after the IPv6 address";
+        out.host = std::string(text.substr(1, close - 1));
+        if (!is_ip_literal(out.host, AF_INET6)) return "invalid IPv6 address in brackets";
+        rest = text.substr(close + 1);
+    } else {
+        const std::size_t colon = text.find(':');
+        out.host = std::string(text.substr(0, colon));
+        if (colon != std::string_view::npos && text.find(':', colon + 1) != std::string_view::npos)
+            return "an IPv6 address needs brackets, e.g. [::1]:8080";
+        if (out.host.empty()) return "missing host";
+        const bool ok = is_ip_literal(out.host, AF_INET) || out.host == "localhost" ||
+                        (rules.names_allowed && is_dns_name(out.host));
+        if (!ok) {
+            return rules.names_allowed
+                       ? "invalid host name"
+                       : "host must be an IPv4 address, localhost or [IPv6 address]";
+        }
+        rest = colon == std::string_view::npos ? std::string_view{} : text.substr(colon);
+    }
+    if (rest.empty()) return std::nullopt;
+    if (rest.front() != ':') return "unexpected text after the host";
+    out.port = parse_port(rest.substr(1), rules.min_port);
+    if (!out.port)
+        return "port must be a number from " + std::to_string(rules.min_port) + " to 65535";
+    return std::nullopt;
+}
+
+std::optional<std::string> parse_listen(std::string_view text, listen_address& out) {
+    host_port hp;
+    if (auto problem = split_host_port(text, {false, 0}, hp)) return problem;
+    if (!hp.port) return "expected host:port, e.g. 127.0.0.1:8080";
+    out.host = hp.host;
+    out.port = *hp.port;
+    return std::nullopt;
+}
+
+std::optional<std::string> parse_backend_url(std::string_view url, backend& out) {
+    constexpr std::string_view scheme = "http://";
+    if (url.starts_with("https://"))
+        return "https is not supported; llama-server is reached over plain http://";
+    if (!url.starts_with(scheme)) return "must start with http://, e.g. http://127.0.0.1:8081";
+    std::string_view authority = url.substr(scheme.size());
+    if (authority.ends_with('/')) authority.remove_suffix(1);
+    if (authority.find('@') != std::string_view::npos) return "must not contain user info";
+    if (authority.find_first_of("?#") != std::string_view::npos)
+        return "must not have a query or fragment; expected http://host:port";
+    if (authority.find('/') != std::string_view::npos)
+        return "must not have a path; expected http://host:port";
+    host_port hp;
+    if (auto problem = split_host_port(authority, {true, 1}, hp)) return problem;
+    out.host = hp.host;
+    out.port = hp.port.value_or(80);
+    return std::nullopt;
+}
+
+bool is_backend_name(std::string_view name) {
+    const auto ok = [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; };
+    return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), ok);
+}
+
+// "${NAME}" -> "NAME"; std::nullopt when the text is not exactly one such reference.
+std::optional<std::string> env_reference(std::string_view text) {
+    if (text.size() < 4 || !text.starts_with("${") || !text.ends_with('}')) return std::nullopt;
+    const std::string_view name = text.substr(2, text.size() - 3);
+    const auto ok = [](char c) { return is_alnum(c) || c == '_'; };
+    if (is_digit(name.front())) return std::nullopt;
+    if (!std::all_of(name.begin(), name.end(), ok)) return std::nullopt;
+    return std::string(name);
+}
+
+bool has_space_or_control(std::string_view key) {
+    return std::any_of(key.begin(), key.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u <= 0x20 || u == 0x7f;
+    });
+}
+
+struct field {
+    std::string_view key;
+    std::function<void(const entry&)> read;
+};
+
+// Walks the YAML and fills a config; the first problem found throws config_error.
+class reader {
+  public:
+    reader(std::string_view source, const env_lookup& env) : source_(source), env_(env) {}
+
+    config read(const YAML::Node& root);
+
+  private:
+    [[noreturn]] void fail(int line, const std::string& path, std::string problem) const {
+        throw config_error(source_, line, path, std::move(problem));
+    }
+
+    void read_map(const entry& map, const std::vector<field>& fields) const;
+    std::string read_scalar(const entry& e, std::string_view expected) const;
+    bool read_bool(const entry& e) const;
+    std::size_t read_count(const entry& e, std::size_t min, std::size_t max) const;
+    std::size_t read_size(const entry& e, std::uint64_t min, std::uint64_t max) const;
+    millis read_duration(const entry& e) const;
+
+    listen_address read_listen(const entry& e) const;
+    std::vector<backend> read_backends(const entry& e) const;
+    backend read_backend(const entry& e) const;
+    std::vector<std::string> read_api_keys(const entry& e) const;
+    std::string read_api_key(const entry& e) const;
+    void check_api_key(const entry& e, const std::string& key, const std::string& from) const;
+    limits read_limits(const entry& e) const;
+    timeouts read_timeouts(const entry& e) const;
+    log_settings read_log(const entry& e) const;
+
+    std::string source_;
+    const env_lookup& env_;
+};
+
+void reader::read_map(const entry& map, const std::vector<field>& fields) const {
+    if (map.node.IsNull()) return;  // "section:" with nothing under it keeps the defaults
+    if (!map.node.IsMap())
+        fail(map.line, map.path, "expected a map, found " + std::string(kind_of(map.node)));
+    std::vector<std::pair<std::string, int>> seen;
+    for (const auto& kv : map.node) {
+        const int key_line = line_of(kv.first, map.line);
+        if (!kv.first.IsScalar()) fail(key_line, map.path, "keys must be plain strings");
+        const std::string& key = kv.first.Scalar();
+        const std::string path = child_path(map.path, key);
+        const auto it = std::find_if(fields.begin(), fields.end(),
+                                     [&](const field& f) { return f.key == key; });
+        if (it == fields.end()) {
+            std::string expected;
+            for (const field& f : fields)
+                expected += (expected.empty() ? "" : ", ") + std::string(f.key);
+            fail(key_line, path, "unknown key; expected one of: " + expected);
+        }
+        const auto dup =
+            std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == key; });
+        if (dup != seen.end())
+            fail(key_line, path,
+                 "duplicate key (first at line " + std::to_string(dup->second) + ")");
+        seen.emplace_back(key, key_line);
+        const int value_line = kv.second.IsNull() ? key_line : line_of(kv.second, key_line);
+        it->read(entry{kv.second, path, value_line});
+    }
+}
+
+std::string reader::read_scalar(const entry& e, std::string_view expected) const {
+    if (!e.node.IsScalar()) {
+        fail(e.line, e.path,
+             "expected " + std::string(expected) + ", found " + std::string(kind_of(e.node)));
+    }
+    return e.node.Scalar();
+}
+
+bool reader::read_bool(const entry& e) const {
+    const std::string text = read_scalar(e, "true or false");
+    if (text == "true" || text == "True" || text == "TRUE") return true;
+    if (text == "false" || text == "False" || text == "FALSE") return false;
+    fail(e.line, e.path, "expected true or false, found \"" + text + "\"");
+}
+
+std::size_t reader::read_count(const entry& e, std::size_t min, std::size_t max) const {
+    const std::string text = read_scalar(e, "a whole number");
+    std::size_t value = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (!is_digits(text) || ec != std::errc{} || ptr != text.data() + text.size() || value < min ||
+        value > max) {
+        fail(e.line, e.path,
+             "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max));
+    }
+    return value;
+}
+
+std::size_t reader::read_size(const entry& e, std::uint64_t min, std::uint64_t max) const {
+    const util::parse_result<std::uint64_t> size =
+        util::parse_size(read_scalar(e, "a size such as 64MiB"));
+    if (!size) fail(e.line, e.path, "invalid size: " + size.error);
+    if (*size.value < min || *size.value > max) {
+        fail(e.line, e.path,
+             "must be from " + util::format_size(min) + " to " + util::format_size(max));
+    }
+    return static_cast<std::size_t>(*size.value);
+}
+
+millis reader::read_duration(const entry& e) const {
+    const util::parse_result<millis> duration =
+        util::parse_duration(read_scalar(e, "a duration such as 10s"));
+    if (!duration) fail(e.line, e.path, "invalid duration: " + duration.error);
+    if (*duration.value <= millis{0}) fail(e.line, e.path, "must be greater than 0");
+    if (*duration.value > max_timeout) fail(e.line, e.path, "must be at most 24h");
+    return *duration.value;
+}
+
+listen_address reader::read_listen(const entry& e) const {
+    listen_address out;
+    if (auto problem = parse_listen(read_scalar(e, "host:port"), out))
+        fail(e.line, e.path, *problem);
+    return out;
+}
+
+std::vector<backend> reader::read_backends(const entry& e) const {
+    if (!e.node.IsSequence() || e.node.size() == 0) {
+        fail(e.line, e.path,
+             "expected a non-empty list of backends, found " +
+                 std::string(e.node.IsSequence() ? "an empty list" : kind_of(e.node)));
+    }
+    std::vector<backend> out;
+    for (std::size_t i = 0; i < e.node.size(); ++i) {
+        const YAML::Node item = e.node[i];
+        const entry item_entry{item, item_path(e.path, i), line_of(item, e.line)};
+        backend b = read_backend(item_entry);
+        for (std::size_t j = 0; j < out.size(); ++j) {
+            if (out[j].name == b.name) {
+                fail(item_entry.line, item_entry.path + ".name",
+                     "duplicate backend name \"" + b.name + "\" (also " + item_path(e.path, j) +
+                         ")");
+            }
+        }
+        out.push_back(std::move(b));
+    }
+    return out;
+}
+
+backend reader::read_backend(const entry& e) const {
+    if (!e.node.IsMap())
+        fail(e.line, e.path,
+             "expected a map with name and url, found " + std::string(kind_of(e.node)));
+    backend b;
+    bool have_name = false;
+    bool have_url = false;
+    read_map(e, {{"name",
+                  [&](const entry& v) {
+                      b.name = read_scalar(v, "a name");
+                      if (!is_backend_name(b.name))
+                          fail(v.line, v.path, "must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
+                      have_name = true;
+                  }},
+                 {"url", [&](const entry& v) {
+                      b.url = read_scalar(v, "a URL");
+                      if (auto problem = parse_backend_url(b.url, b))
+                          fail(v.line, v.path, *problem);
+                      have_url = true;
+                  }}});
+    if (!have_name) fail(e.line, child_path(e.path, "name"), "is required");
+    if (!have_url) fail(e.line, child_path(e.path, "url"), "is required");
+    return b;
+}
+
+std::vector<std::string> reader::read_api_keys(const entry& e) const {
+    if (e.node.IsNull()) return {};
+    if (!e.node.IsSequence())
+        fail(e.line, e.path, "expected a list of keys, found " + std::string(kind_of(e.node)));
+    std::vector<std::string> keys;
+    for (std::size_t i = 0; i < e.node.size(); ++i) {
+        const YAML::Node item = e.node[i];
+        const entry item_entry{item, item_path(e.path, i), line_of(item, e.line)};
+        std::string key = read_api_key(item_entry);
+        const auto same = std::find(keys.begin(), keys.end(), key);
+        if (same != keys.end()) {
+            const auto first = static_cast<std::size_t>(same - keys.begin());
+            fail(item_entry.line, item_entry.path, "same key as " + item_path(e.path, first));
+        }
+        keys.push_back(std::move(key));
+    }
+    return keys;
+}
+
+// Never puts the key, or any part of it, into an error message.
+std::string reader::read_api_key(const entry& e) const {
+    if (!e.node.IsScalar())
+        fail(e.line, e.path, "expected a string, found " + std::string(kind_of(e.node)));
+    const std::string& text = e.node.Scalar();
+    const std::optional<std::string> variable = env_reference(text);
+    if (!variable) {
+        if (text.find("${") != std::string::npos)
+            fail(e.line, e.path,
+                 "malformed environment reference; write the whole value as ${NAME}");
+        check_api_key(e, text, "key");
+        return text;
+    }
+    std::optional<std::string> value = env_ ? env_(*variable) : std::nullopt;
+    if (!value) fail(e.line, e.path, "environment variable " + *variable + " is not set");
+    if (value->empty()) fail(e.line, e.path, "environment variable " + *variable + " is empty");
+    check_api_key(e, *value, "key from environment variable " + *variable);
+    return std::move(*value);
+}
+
+void reader::check_api_key(const entry& e, const std::string& key, const std::string& from) const {
+    if (key.size() < 8) fail(e.line, e.path, from + " is too short (at least 8 characters)");
+    if (has_space_or_control(key))
+        fail(e.line, e.path, from + " must not contain spaces or control characters");
+}
+
+limits reader::read_limits(const entry& e) const {
+    limits out;
+    read_map(
+        e, {{"max_header_bytes",
+             [&](const entry& v) { out.max_header_bytes = read_size(v, kib, kib * kib); }},
+            {"max_body_bytes",
+             [&](const entry& v) { out.max_body_bytes = read_size(v, kib, 4 * kib * kib * kib); }},
+            {"max_connections",
+             [&](const entry& v) { out.max_connections = read_count(v, 1, 100'000); }}});
+    return out;
+}
+
+timeouts reader::read_timeouts(const entry& e) const {
+    static constexpr std::array<std::pair<std::string_view, millis timeouts::*>, 7> names{{
+        {"header_read", &timeouts::header_read},
+        {"body_read", &timeouts::body_read},
+        {"connect", &timeouts::connect},
+        {"upstream_response", &timeouts::upstream_response},
+        {"stream_idle", &timeouts::stream_idle},
+        {"client_idle", &timeouts::client_idle},
+        {"shutdown_grace", &timeouts::shutdown_grace},
+    }};
+    timeouts out;
+    std::vector<field> fields;
+    for (const auto& name : names) {
+        const auto member = name.second;
+        fields.push_back(
+            {name.first, [&out, member, this](const entry& v) { out.*member = read_duration(v); }});
+    }
+    read_map(e, fields);
+    return out;
+}
+
+log_settings reader::read_log(const entry& e) const {
+    static constexpr std::array<std::string_view, 6> levels{"trace", "debug", "info",
+                                                            "warn",  "error", "off"};
+    log_settings out;
+    read_map(e, {{"level",
+                  [&](const entry& v) {
+                      out.level = read_scalar(v, "a log level");
+                      if (std::find(levels.begin(), levels.end(), out.level) == levels.end())
+                          fail(v.line, v.path,
+                               "unknown level \"" + out.level +
+                                   "\"; expected trace, debug, info, warn, error or off");
+                  }},
+                 {"access", [&](const entry& v) { out.access = read_bool(v); }}});
+    return out;
+}
+
+config reader::read(const YAML::Node& root) {
+    const entry top{root, "", line_of(root, 1)};
+    if (!root.IsMap())
+        fail(top.line, "", "expected a map of settings, found " + std::string(kind_of(root)));
+    config c;
+    bool have_backends = false;
+    read_map(top, {{"listen", [&](const entry& v) { c.listen = read_listen(v); }},
+                   {"backends",
+                    [&](const entry& v) {
+                        c.backends = read_backends(v);
+                        have_backends = true;
+                    }},
+                   {"api_keys", [&](const entry& v) { c.api_keys = read_api_keys(v); }},
+                   {"limits", [&](const entry& v) { c.limits = read_limits(v); }},
+                   {"timeouts", [&](const entry& v) { c.timeouts = read_timeouts(v); }},
+                   {"log", [&](const entry& v) { c.log = read_log(v); }}});
+    if (!have_backends) fail(top.line, "backends", "is required; list at least one llama-server");
+    return c;
+}
+
+}  // namespace
+
+config_error::config_error(std::string source, int line, std::string key_path, std::string problem)
+    : std::runtime_error(format_error(source, line, key_path, problem)),
+      key_path_(std::move(key_path)),
+      line_(line),
+      problem_(std::move(problem)) {}
+
+env_lookup process_env() {
+    return [](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str());
+        if (value == nullptr) return std::nullopt;
+        return std::string(value);
+    };
+}
+
+config parse(std::string_view yaml_text, std::string_view source, const env_lookup& env) {
+    const std::string src(source);
+    std::vector<YAML::Node> documents;
+    try {
+        documents = YAML::LoadAll(std::string(yaml_text));
+    } catch (const YAML::Exception& e) {
+        throw config_error(src, e.mark.is_null() ? 0 : e.mark.line + 1, "",
+                           "invalid YAML: " + e.msg);
+    }
+    if (documents.empty() || documents.front().IsNull())
+        throw config_error(src, 1, "", "config is empty; at least backends is required");
+    if (documents.size() > 1) {
+        throw config_error(src, line_of(documents[1], 0), "",
+                           "only one YAML document is allowed (found a second '---')");
+    }
+    return reader(source, env).read(documents.front());
+}
+
+config load_file(const std::string& path, const env_lookup& env) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw config_error(path, 0, "", "is a directory, not a file");
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+        const int error = errno;
+        throw config_error(path, 0, "", "cannot open: " + std::generic_category().message(error));
+    }
+    const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+    if (file.bad()) throw config_error(path, 0, "", "cannot read the file");
+    return parse(text, path, env);
+}
+
+}  // namespace warmslot::config

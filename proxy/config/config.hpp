@@ -26,9 +26,9 @@ struct listen_address {
 // One llama-server process, reached over plain HTTP.
 struct backend {
     std::string name;
-    std::string url;        // as written, e.g. "http://127.0.0.1:8081"
-    std::string host;       // parsed from url
-    std::uint16_t port = 0; // parsed from url (default 80)
+    std::string url;         // as written, e.g. "http://127.0.0.1:8081"
+    std::string host;        // parsed from url
+    std::uint16_t port = 0;  // parsed from url (default 80)
 };
 
 struct limits {
@@ -38,39 +38,43 @@ struct limits {
 };
 
 struct timeouts {
-    millis header_read{10'000};         // client must send its request headers within this
-    millis body_read{60'000};           // and its body within this
-    millis connect{5'000};              // TCP connect to a backend
-    millis upstream_response{3'600'000}; // backend's response headers (prefill of long prompts is slow)
-    millis stream_idle{1'800'000};      // silence allowed between two chunks of a response
-    millis client_idle{60'000};         // keep-alive: idle client connection is closed after this
-    millis shutdown_grace{10'000};      // on stop: how long in-flight requests may finish
+    millis header_read{10'000};  // client must send its request headers within this
+    millis body_read{60'000};    // and its body within this
+    millis connect{5'000};       // TCP connect to a backend
+    // backend's response headers (prefill of long prompts is slow)
+    millis upstream_response{3'600'000};
+    millis stream_idle{1'800'000};  // silence allowed between two chunks of a response
+    millis client_idle{60'000};     // keep-alive: idle client connection is closed after this
+    millis shutdown_grace{10'000};  // on stop: how long in-flight requests may finish
 };
 
 struct log_settings {
-    std::string level = "info"; // trace, debug, info, warn, error, off
-    bool access = true;         // one access line per request
+    std::string level = "info";  // trace, debug, info, warn, error, off
+    bool access = true;          // one access line per request
 };
 
 struct config {
     listen_address listen;
     std::vector<backend> backends;
-    std::vector<std::string> api_keys; // resolved secrets; empty = no key required. Never log.
-    limits limits;
-    timeouts timeouts;
+    std::vector<std::string> api_keys;  // resolved secrets; empty = no key required. Never log.
+    // Qualified: a member named like its type would otherwise change the meaning of the name.
+    ::warmslot::config::limits limits;
+    ::warmslot::config::timeouts timeouts;
     log_settings log;
 };
 
 // A config that cannot be used. `what()` reads "<source>:<line>: <key path>: <problem>",
-// e.g. "warmslot.yaml:7: backends[1].url: must start with http://".
+// e.g. "warmslot.yaml:7: backends[1].url: must start with http://". List indexes in key paths
+// count from 0. Without a line (unreadable file) it reads "<source>: <problem>"; without a key
+// path (YAML syntax error) "<source>:<line>: <problem>". Never contains an API key.
 class config_error : public std::runtime_error {
-public:
+  public:
     config_error(std::string source, int line, std::string key_path, std::string problem);
     const std::string& key_path() const noexcept { return key_path_; }
-    int line() const noexcept { return line_; } // 1-based, 0 when unknown
+    int line() const noexcept { return line_; }  // 1-based, 0 when unknown
     const std::string& problem() const noexcept { return problem_; }
 
-private:
+  private:
     std::string key_path_;
     int line_;
     std::string problem_;

@@ -1,1 +1,137 @@
-// placeholder
+#include "sse/parser.hpp"
+
+#include <utility>
+
+namespace warmslot::sse {
+
+namespace {
+
+constexpr std::string_view byte_order_mark = "\xEF\xBB\xBF";
+
+// Releases the memory of a buffer, not only its contents.
+void release(std::string& s) noexcept { std::string().swap(s); }
+
+}  // namespace
+
+parser::parser(std::size_t max_event_bytes) noexcept : max_event_bytes_{max_event_bytes} {}
+
+void parser::feed(std::string_view bytes, std::vector<event>& out) {
+    std::size_t pos = 0;
+    while (pos < bytes.size() && !failed_) {
+        if (skip_lf_) {
+            // Checked byte by byte so that a "\r\n" split across two chunks is one line ending.
+            skip_lf_ = false;
+            if (bytes[pos] == '\n') {
+                ++pos;
+                continue;
+            }
+        }
+        const std::size_t eol = bytes.find_first_of("\r\n", pos);
+        if (eol == std::string_view::npos) {
+            append_partial(bytes.substr(pos));
+            return;
+        }
+        end_line(bytes.substr(pos, eol - pos), out);
+        skip_lf_ = bytes[eol] == '\r';
+        pos = eol + 1;
+    }
+}
+
+void parser::finish(std::vector<event>& /*out*/) {
+    // WHATWG: "Once the end of the file is reached, any pending data must be discarded."
+    *this = parser{max_event_bytes_};
+}
+
+bool parser::pending() const noexcept { return !line_.empty() || in_comment_ || !data_.empty(); }
+
+void parser::append_partial(std::string_view part) {
+    if (in_comment_) return;
+    if (line_.empty() && part.front() == ':') {
+        // A comment (e.g. a keep-alive) can be any length: skip it instead of buffering it.
+        in_comment_ = true;
+        return;
+    }
+    if (!fits(part.size())) {
+        fail();
+        return;
+    }
+    line_.append(part);
+}
+
+void parser::end_line(std::string_view tail, std::vector<event>& out) {
+    if (in_comment_ || (line_.empty() && !tail.empty() && tail.front() == ':')) {
+        in_comment_ = false;
+        at_stream_start_ = false;
+        return;
+    }
+    if (!fits(tail.size())) {
+        fail();
+        return;
+    }
+    if (line_.empty()) {
+        process_line(tail, out);  // the common case: the whole line is in this chunk, no copy
+        return;
+    }
+    line_.append(tail);
+    process_line(line_, out);
+    line_.clear();
+}
+
+void parser::process_line(std::string_view line, std::vector<event>& out) {
+    if (at_stream_start_) {
+        at_stream_start_ = false;
+        if (line.starts_with(byte_order_mark)) line.remove_prefix(byte_order_mark.size());
+    }
+    if (line.empty()) {
+        dispatch(out);
+        return;
+    }
+    if (line.front() == ':') return;  // comment
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) {
+        process_field(line, {});
+        return;
+    }
+    std::string_view value = line.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    process_field(line.substr(0, colon), value);
+}
+
+void parser::process_field(std::string_view field, std::string_view value) {
+    // Each field adds at most the length of its line, which `fits` has already admitted.
+    if (field == "data") {
+        data_.append(value);
+        data_.push_back('\n');
+    } else if (field == "event") {
+        name_.assign(value);
+    } else if (field == "id") {
+        if (value.find('\0') == std::string_view::npos) last_id_.assign(value);
+    }
+    // "retry" and unknown fields are ignored.
+}
+
+void parser::dispatch(std::vector<event>& out) {
+    if (data_.empty()) {
+        name_.clear();
+        return;
+    }
+    data_.pop_back();  // the "\n" after the last data line
+    out.push_back(event{std::move(name_), std::move(data_), last_id_});
+    name_.clear();
+    data_.clear();
+}
+
+bool parser::fits(std::size_t extra) const noexcept {
+    const std::size_t used = line_.size() + data_.size() + name_.size();
+    return used <= max_event_bytes_ && extra <= max_event_bytes_ - used;
+}
+
+void parser::fail() noexcept {
+    failed_ = true;
+    in_comment_ = false;
+    release(line_);
+    release(data_);
+    release(name_);
+}
+
+}  // namespace warmslot::sse

@@ -1,0 +1,212 @@
+#include "http/server.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <fmt/format.h>
+
+#include <system_error>
+
+#include "api/errors.hpp"
+
+namespace warmslot::http_server {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+    static auto logger = [] {
+        auto l = spdlog::get("http");
+        return l ? l : spdlog::default_logger()->clone("http");
+    }();
+    return logger;
+}
+
+bool expected_end(const error_code& ec) {
+    return ec == http::error::end_of_stream || ec == net::error::eof ||
+           ec == net::error::connection_reset || ec == beast::error::timeout ||
+           ec == net::error::operation_aborted || ec == net::error::bad_descriptor;
+}
+
+}  // namespace
+
+workers::workers(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+        contexts_.push_back(std::make_unique<net::io_context>(1));
+        guards_.push_back(std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
+            contexts_.back()->get_executor()));
+    }
+}
+
+workers::~workers() {
+    stop();
+    join();
+}
+
+void workers::start() {
+    for (auto& c : contexts_) threads_.emplace_back([ctx = c.get()] { ctx->run(); });
+}
+
+void workers::stop() {
+    for (auto& c : contexts_) c->stop();
+}
+
+void workers::join() {
+    for (auto& t : threads_) {
+        if (t.joinable()) t.join();
+    }
+    threads_.clear();
+}
+
+server::server(const config::config& cfg, workers& w, handler h)
+    : cfg_(cfg), workers_(w), handler_(std::move(h)), acceptor_(w.context(0)) {}
+
+server::~server() = default;
+
+void server::listen() {
+    error_code ec;
+    const auto address = net::ip::make_address(cfg_.listen.host == "localhost" ? "127.0.0.1"
+                                                                               : cfg_.listen.host,
+                                               ec);
+    const std::string where = fmt::format("{}:{}", cfg_.listen.host, cfg_.listen.port);
+    if (ec) throw std::system_error(ec, "listen address " + where);
+    const tcp::endpoint ep(address, cfg_.listen.port);
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(net::socket_base::reuse_address(true));
+    acceptor_.bind(ep, ec);
+    if (ec) throw std::system_error(ec, "cannot listen on " + where);
+    acceptor_.listen(net::socket_base::max_listen_connections);
+    port_ = acceptor_.local_endpoint().port();
+    net::co_spawn(acceptor_.get_executor(), accept_loop(), net::detached);
+}
+
+awaitable<void> server::accept_loop() {
+    while (!stopping_) {
+        const std::size_t worker = next_worker_;
+        next_worker_ = (next_worker_ + 1) % workers_.size();
+        auto& ctx = workers_.context(worker);
+        auto [ec, socket] = co_await acceptor_.async_accept(ctx, nothrow);
+        if (ec) {
+            if (ec == net::error::operation_aborted) co_return;
+            log()->warn("accept failed: {}", ec.message());
+            continue;
+        }
+        if (connections_.load() >= cfg_.limits.max_connections) {
+            socket.close();  // over the limit: refuse at once rather than queue
+            continue;
+        }
+        net::co_spawn(ctx, session(std::move(socket), worker), net::detached);
+    }
+}
+
+awaitable<void> server::session(tcp::socket socket, std::size_t worker) {
+    ++connections_;
+    socket.set_option(tcp::no_delay(true));
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    try {
+        bool first = true;
+        while (!stopping_ && co_await serve_one(stream, buffer, first, worker)) first = false;
+    } catch (const std::exception& e) {
+        log()->error("connection failed: {}", e.what());
+    }
+    error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream.close();
+    --connections_;
+}
+
+// Reads one request and serves it. Returns whether the connection may carry another.
+awaitable<bool> server::serve_one(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                  bool first, std::size_t worker) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(cfg_.limits.max_header_bytes));
+    parser.body_limit(cfg_.limits.max_body_bytes);
+    stream.expires_after(first ? cfg_.timeouts.header_read : cfg_.timeouts.client_idle);
+    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, nothrow);
+    const std::string id = fmt::format("{:x}", next_id_++);
+    if (ec == http::error::header_limit) {
+        co_await write_json(stream, 431, api::error_body(api::error_kind::headers_too_large,
+                                                         "request headers are too large"),
+                            false, id, cfg_.timeouts.header_read);
+        co_return false;
+    }
+    if (ec) {
+        if (!expected_end(ec)) log()->debug("req={} bad request header: {}", id, ec.message());
+        const bool parse_error = ec.category() == http::make_error_code(http::error::bad_target).category() &&
+                                 ec != http::error::end_of_stream && ec != http::error::partial_message;
+        if (parse_error) {
+            co_await write_json(stream, 400, api::error_body(api::error_kind::bad_request,
+                                                             "malformed HTTP request"),
+                                false, id, cfg_.timeouts.header_read);
+        }
+        co_return false;
+    }
+    if (parser.get()[http::field::expect] == "100-continue") {
+        http::response<http::empty_body> cont{http::status::continue_, 11};
+        stream.expires_after(cfg_.timeouts.body_read);
+        co_await http::async_write(stream, cont, nothrow);
+    }
+    stream.expires_after(cfg_.timeouts.body_read);
+    std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, nothrow);
+    if (ec == http::error::body_limit) {
+        co_await write_json(stream, 413, api::error_body(api::error_kind::payload_too_large,
+            fmt::format("request body is over the limit of {} bytes",
+                        cfg_.limits.max_body_bytes)), false, id, cfg_.timeouts.body_read);
+        co_return false;
+    }
+    if (ec) {
+        if (ec == beast::error::timeout) {
+            co_await write_json(stream, 408, api::error_body(api::error_kind::request_timeout,
+                                                             "request body not received in time"),
+                                false, id, cfg_.timeouts.body_read);
+        }
+        co_return false;
+    }
+    stream.expires_never();
+
+    exchange ex;
+    ex.client = &stream;
+    ex.request = parser.release();
+    ex.id = id;
+    ex.keep_alive = ex.request.keep_alive();
+    ex.worker = worker;
+    ++active_requests_;
+    co_await handler_(ex);
+    --active_requests_;
+    co_return ex.keep_alive && !stopping_;
+}
+
+void server::stop(std::chrono::milliseconds grace) {
+    if (stopping_.exchange(true)) return;
+    net::co_spawn(acceptor_.get_executor(), drain(grace), net::detached);
+}
+
+awaitable<void> server::drain(std::chrono::milliseconds grace) {
+    error_code ignored;
+    acceptor_.close(ignored);
+    net::steady_timer timer(acceptor_.get_executor());
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (active_requests_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+        timer.expires_after(std::chrono::milliseconds(20));
+        co_await timer.async_wait(nothrow);
+    }
+    if (active_requests_.load() > 0) {
+        log()->warn("stopping with {} requests still in flight", active_requests_.load());
+    }
+    workers_.stop();
+}
+
+awaitable<error_code> write_json(beast::tcp_stream& stream, unsigned status, std::string body,
+                                 bool keep_alive, const std::string& request_id,
+                                 std::chrono::milliseconds timeout) {
+    http::response<http::string_body> res{static_cast<http::status>(status), 11};
+    res.set(http::field::content_type, "application/json; charset=utf-8");
+    res.set("X-Warmslot-Request-Id", request_id);
+    res.keep_alive(keep_alive);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    stream.expires_after(timeout);
+    auto [ec, n] = co_await http::async_write(stream, res, nothrow);
+    stream.expires_never();
+    co_return ec;
+}
+
+}  // namespace warmslot::http_server

@@ -1,0 +1,87 @@
+// The client side: accepts connections, reads requests under limits and deadlines, hands each
+// request to a handler, and keeps connections alive between requests.
+//
+// One coroutine per connection, on the worker (io_context, one thread) that accepted it.
+// `stop` may be called from any thread; everything else runs on the workers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/config.hpp"
+#include "net/beast.hpp"
+
+namespace warmslot::http_server {
+
+// One request being served. The handler writes the response to `client` and may clear
+// `keep_alive` when the connection cannot be reused (e.g. a response cut short).
+struct exchange {
+    beast::tcp_stream* client = nullptr;
+    http::request<http::string_body> request;
+    std::string id;        // request id for logs and the X-Warmslot-Request-Id header
+    std::size_t worker = 0; // index of the worker running this exchange
+    bool keep_alive = true;
+};
+using handler = std::function<awaitable<void>(exchange&)>;
+
+// A fixed set of single-threaded io_contexts.
+class workers {
+public:
+    explicit workers(std::size_t n);
+    ~workers();
+    std::size_t size() const { return contexts_.size(); }
+    net::io_context& context(std::size_t i) { return *contexts_[i]; }
+    void start();     // one thread per io_context
+    void join();      // waits for the threads (after stop)
+    void stop();      // stops every io_context at once
+private:
+    std::vector<std::unique_ptr<net::io_context>> contexts_;
+    std::vector<std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>>> guards_;
+    std::vector<std::thread> threads_;
+};
+
+class server {
+public:
+    server(const config::config& cfg, workers& w, handler h);
+    ~server();
+
+    // Binds and listens; throws std::system_error naming the address on failure.
+    void listen();
+    std::uint16_t port() const { return port_; }
+
+    // Stops accepting; in-flight requests may finish within the grace period, then the
+    // workers are stopped. Thread-safe; returns at once.
+    void stop(std::chrono::milliseconds grace);
+
+    std::size_t active_requests() const { return active_requests_.load(); }
+
+private:
+    awaitable<void> accept_loop();
+    awaitable<void> session(tcp::socket socket, std::size_t worker);
+    awaitable<bool> serve_one(beast::tcp_stream& stream, beast::flat_buffer& buffer, bool first,
+                              std::size_t worker);
+    awaitable<void> drain(std::chrono::milliseconds grace);
+
+    const config::config& cfg_;
+    workers& workers_;
+    handler handler_;
+    tcp::acceptor acceptor_;
+    std::uint16_t port_ = 0;
+    std::atomic<std::size_t> active_requests_{0};
+    std::atomic<std::size_t> connections_{0};
+    std::atomic<std::uint64_t> next_id_{1};
+    std::size_t next_worker_ = 0;
+    std::atomic<bool> stopping_{false};
+};
+
+// Writes a complete response with a JSON body (errors, health). Never throws.
+awaitable<error_code> write_json(beast::tcp_stream& stream, unsigned status, std::string body,
+                                 bool keep_alive, const std::string& request_id,
+                                 std::chrono::milliseconds timeout);
+
+}  // namespace warmslot::http_server

@@ -1,0 +1,45 @@
+// warmslot: a caching reverse proxy for llama-server.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "app/app.hpp"
+#include "config/config.hpp"
+
+namespace {
+
+int usage(int code) {
+    std::fputs("usage: warmslot --config FILE\n"
+               "       warmslot check-config FILE\n"
+               "       warmslot --version\n", code == 0 ? stdout : stderr);
+    return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::string cmd = argc > 1 ? argv[1] : "";
+    try {
+        if (cmd == "--version") {
+            std::puts("warmslot " WARMSLOT_VERSION);
+            return 0;
+        }
+        if (cmd == "--help" || cmd == "-h") return usage(0);
+        if (argc == 3 && cmd == "check-config") {
+            const auto cfg = warmslot::config::load_file(argv[2]);
+            std::printf("%s: ok (%zu backends)\n", argv[2], cfg.backends.size());
+            return 0;
+        }
+        if (argc == 3 && cmd == "--config") {
+            const auto cfg = warmslot::config::load_file(argv[2]);
+            return warmslot::app::run(cfg);
+        }
+        return usage(2);
+    } catch (const warmslot::config::config_error& e) {
+        std::fprintf(stderr, "warmslot: config error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "warmslot: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,50 @@
+// The request pipeline: what happens to one client request, from authorization to the access
+// log line. It glues the pure modules (api/, sse/) to the I/O ones (http/, upstream/).
+//
+// One pipeline serves all workers; per-worker state (the upstream pools) is indexed by the
+// exchange's worker, so no lock is needed. Shared counters are atomics.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/errors.hpp"
+#include "api/timings.hpp"
+#include "config/config.hpp"
+#include "http/server.hpp"
+#include "upstream/pool.hpp"
+
+namespace warmslot::service {
+
+// What became of a request: the access log line is made from it.
+struct outcome {
+    unsigned status = 0;
+    std::string backend;
+    std::optional<api::prompt_stats> stats;
+    std::optional<api::error_kind> error;
+    std::uint64_t bytes_out = 0;
+    bool client_gone = false;
+    bool streamed = false;
+};
+
+class pipeline {
+public:
+    pipeline(const config::config& cfg, http_server::workers& w);
+    awaitable<void> handle(http_server::exchange& ex);
+
+private:
+    awaitable<void> dispatch(http_server::exchange& ex, outcome& out);
+    awaitable<void> forward(http_server::exchange& ex, outcome& out);
+    awaitable<void> health(http_server::exchange& ex, outcome& out);
+    awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
+                         std::string message);
+    bool authorized(const http::request<http::string_body>& req) const;
+    void log_access(const http_server::exchange& ex, const outcome& out, double ms) const;
+
+    const config::config& cfg_;
+    std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
+};
+
+}  // namespace warmslot::service

@@ -1,0 +1,44 @@
+// Keep-alive connections to backends.
+//
+// A pool belongs to one worker (one io_context, one thread): it is not thread-safe and needs
+// no lock. Connections it hands out are bound to that worker's executor.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "net/beast.hpp"
+
+namespace warmslot::upstream {
+
+struct connection {
+    explicit connection(net::any_io_executor ex) : stream(std::move(ex)) {}
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer;
+    std::string key;     // "host:port" of the backend
+    bool reused = false; // came from the idle list: may have been closed by the peer meanwhile
+};
+using connection_ptr = std::unique_ptr<connection>;
+
+class pool {
+public:
+    explicit pool(net::any_io_executor ex, std::size_t max_idle_per_backend = 64)
+        : ex_(std::move(ex)), max_idle_(max_idle_per_backend) {}
+
+    // An idle connection to host:port, or a new one. Errors: connect refused, timeout, ...
+    awaitable<std::pair<error_code, connection_ptr>> acquire(std::string host, std::uint16_t port,
+                                                             std::chrono::milliseconds timeout);
+
+    // Gives back a connection whose last response was read in full and allows keep-alive.
+    void release(connection_ptr c);
+
+private:
+    net::any_io_executor ex_;
+    std::size_t max_idle_;
+    std::unordered_map<std::string, std::vector<connection_ptr>> idle_;
+};
+
+}  // namespace warmslot::upstream
