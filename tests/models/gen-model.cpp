@@ -127,6 +127,24 @@ void add_hparams(gguf_context* g, const std::string& arch, const shape& s) {
     }
 }
 
+// Random weights emit random bytes, and a reply cut inside a UTF-8 sequence makes the server's
+// chat parser fail. Dimension 0 of every token embedding is made large and positive, and the
+// output layer reads it with +1 for printable ASCII and -1 for every other token, so greedy
+// decoding writes plain ASCII text and never ends early on a control token.
+void steer_to_ascii(const std::string& name, size_t n_embd, std::vector<float>& v) {
+    const size_t rows = v.size() / n_embd;
+    if (name == "token_embd.weight") {
+        for (size_t r = 0; r < rows; ++r) v[r * n_embd] = 1.0f;
+    } else if (name == "output.weight") {
+        for (size_t r = 0; r < rows; ++r) {
+            const bool printable = (r >= 32 && r < 127) || r == '\n';
+            v[r * n_embd] = printable ? 1.0f : -1.0f;
+        }
+    } else if (name == "output_norm.weight") {
+        v[0] = 1.0f;
+    }
+}
+
 void set_random(ggml_tensor* t, void* userdata) {
     const uint64_t seed = *static_cast<const uint64_t*>(userdata);
     // Seed per tensor from its name so the result does not depend on creation order.
@@ -138,6 +156,7 @@ void set_random(ggml_tensor* t, void* userdata) {
     if (t->type == GGML_TYPE_F32) {
         std::vector<float> v(n);
         for (auto& x : v) x = dist(gen);
+        steer_to_ascii(t->name, static_cast<size_t>(t->ne[0]), v);
         ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
     } else if (t->type == GGML_TYPE_F16) {
         std::vector<ggml_fp16_t> v(n);

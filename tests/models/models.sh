@@ -2,6 +2,7 @@
 # Prints the path of a generated test model, generating it on first use.
 #
 #   tests/models/models.sh ARCH [PRESET] [SEED]     ARCH: llama | qwen35 | gemma2
+#   WARMSLOT_MODELS_DIR=DIR tests/models/models.sh ...  writes into DIR instead of the cache
 #                                                   PRESET: tiny (tests, default) | bench
 #
 # Models are written once into $WARMSLOT_CACHE/models and reused. The generator links the
@@ -11,11 +12,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 arch=${1:?usage: models.sh ARCH [PRESET] [SEED]}
 preset=${2:-tiny}
 seed=${3:-1}
-gen_version=1   # bump when gen-model.cpp changes what it writes
+gen_version=2   # bump when gen-model.cpp changes what it writes
 
 cache="${WARMSLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmslot}"
 llama_dir="$cache/llama-node-llama-cpp-3.21.1"
-out_dir="$cache/models"
+out_dir="${WARMSLOT_MODELS_DIR:-$cache/models}"   # override: tests check determinism
 model="$out_dir/$arch-$preset-s$seed-g$gen_version.gguf"
 if [ -f "$model" ]; then echo "$model"; exit 0; fi
 

@@ -1,0 +1,66 @@
+// The llama-server fixture: the pinned binary, generated models, and servers on loopback.
+import path from 'node:path';
+import { freePort, runScript, startProcess, tempDir, waitFor } from './procs.mjs';
+
+let serverBin;
+export function llamaServerBin() {
+  serverBin ??= runScript('tests/llama/llama-server.sh');
+  return serverBin;
+}
+
+// arch: 'llama' (plain attention), 'qwen35' (hybrid), 'gemma2' (sliding window).
+export function modelPath(arch, preset = 'tiny') {
+  return runScript('tests/models/models.sh', [arch, preset]);
+}
+
+export async function getJson(url, init) {
+  const res = await fetch(url, init);
+  const text = await res.text();
+  let body;
+  try { body = JSON.parse(text); } catch { body = text; }
+  return { status: res.status, headers: res.headers, body };
+}
+
+export function postJson(url, body, headers = {}) {
+  return getJson(url, {
+    method: 'POST', headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+// Starts llama-server on a free loopback port and waits until /health answers 200.
+// Flags default to what warmslot needs: explicit slots, metrics, a slot save directory.
+export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768, extra = [],
+  slotSaveDir, logDir } = {}) {
+  const modelFile = model ?? modelPath(arch);
+  const saveDir = slotSaveDir ?? tempDir('slots');
+  const dir = logDir ?? tempDir('llama');
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const args = ['-m', modelFile, '--host', '127.0.0.1', '--port', String(port),
+      '-np', String(slots), '-c', String(ctx * slots), '--metrics',
+      '--slot-save-path', saveDir, '-t', '2', ...extra];
+    const proc = startProcess(llamaServerBin(), args,
+      { logFile: path.join(dir, `llama-${port}.log`) });
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitFor(`llama-server on ${url}`, async () => {
+        if (!proc.running) throw new Error(`llama-server exited, see ${proc.logFile}`);
+        const r = await fetch(`${url}/health`).catch(() => null);
+        return r?.status === 200;
+      }, 120000);
+      return { url, port, proc, saveDir, model: modelFile, args, stop: () => proc.stop() };
+    } catch (e) {
+      await proc.stop('SIGKILL');
+      if (attempt === 2 || proc.running) throw e;
+    }
+  }
+  throw new Error('unreachable');
+}
+
+// Prompt tokens the server computed for a chat or completion response.
+export function promptStats(body) {
+  const t = body.timings;
+  if (!t) throw new Error(`response has no timings: ${JSON.stringify(body).slice(0, 300)}`);
+  return { processed: t.prompt_n, cached: t.cache_n, total: t.prompt_n + t.cache_n };
+}

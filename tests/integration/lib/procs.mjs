@@ -1,0 +1,83 @@
+// Processes started by tests: spawned in their own process group, always stopped.
+import { spawn, execFileSync } from 'node:child_process';
+import net from 'node:net';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const live = new Set();
+function killAll() {
+  for (const p of live) {
+    try { process.kill(-p.pid, 'SIGKILL'); } catch { /* already gone */ }
+  }
+  live.clear();
+}
+process.on('exit', killAll);
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { killAll(); process.exit(130); });
+
+export const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
+
+// A free loopback port (bound and released; callers retry on the rare collision).
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export function tempDir(prefix) {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `warmslot-${prefix}-`));
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Polls `check` until it returns a truthy value or the deadline passes.
+export async function waitFor(what, check, timeoutMs = 60000, everyMs = 50) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      const v = await check();
+      if (v) return v;
+    } catch (e) { last = e; }
+    await sleep(everyMs);
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
+}
+
+// Starts a process whose output goes to a log file. Returns a handle with stop() and exited.
+export function startProcess(cmd, args, { logFile, env } = {}) {
+  const out = fs.openSync(logFile, 'a');
+  const child = spawn(cmd, args, {
+    detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...env },
+  });
+  fs.closeSync(out);
+  live.add(child);
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => {
+    live.delete(child);
+    resolve({ code, signal });
+  }));
+  return {
+    child, exited, logFile,
+    get running() { return child.exitCode === null && child.signalCode === null; },
+    async stop(signal = 'SIGTERM', graceMs = 5000) {
+      if (!this.running) return exited;
+      try { process.kill(-child.pid, signal); } catch { /* gone */ }
+      const t = setTimeout(() => { try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ } }, graceMs);
+      const r = await exited;
+      clearTimeout(t);
+      return r;
+    },
+  };
+}
+
+export function runScript(script, args = [], env = {}) {
+  return execFileSync('bash', [path.join(repoRoot, script), ...args], {
+    encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env },
+  }).trim();
+}

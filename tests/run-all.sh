@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything warmslot needs, builds it, and runs every test:
+#   unit and component tests (ctest), then the integration tests against real llama-server
+#   processes on generated models (node --test). The first run also builds the pinned
+#   llama-server (about 6-10 minutes on 2 cores); later runs reuse it from the cache.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash deploy/install-deps.sh
+build=${WARMSLOT_BUILD_DIR:-build}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWARMSLOT_WERROR=ON >/dev/null
+cmake --build "$build" -j"$(nproc)"
+
+bash tests/llama/llama-server.sh >/dev/null
+for arch in llama qwen35 gemma2; do bash tests/models/models.sh "$arch" >/dev/null; done
+(cd tests/integration && npm ci --no-audit --no-fund --loglevel=error)
+
+ctest --test-dir "$build" --output-on-failure
+WARMSLOT_BIN="$PWD/$build/proxy/warmslot" node --test --test-concurrency=1 tests/integration/

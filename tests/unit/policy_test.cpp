@@ -1,0 +1,264 @@
+// Pure request policy as tables: which endpoints are served and how, which headers cross the
+// proxy, what a response says about the prompt cache, and the API key comparison.
+#include <doctest/doctest.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/endpoints.hpp"
+#include "api/forward_headers.hpp"
+#include "api/timings.hpp"
+#include "util/secrets.hpp"
+
+namespace api = warmslot::api;
+using api::endpoint_kind;
+
+namespace {
+
+struct route_case {
+    std::string_view method;
+    std::string_view target;
+    endpoint_kind kind;
+    bool needs_auth;
+};
+
+std::string_view kind_name(endpoint_kind k) {
+    switch (k) {
+        case endpoint_kind::forward_json: return "forward_json";
+        case endpoint_kind::forward_get: return "forward_get";
+        case endpoint_kind::health: return "health";
+        case endpoint_kind::not_found: return "not_found";
+        case endpoint_kind::method_not_allowed: return "method_not_allowed";
+        case endpoint_kind::slot_action: return "slot_action";
+    }
+    return "?";
+}
+
+void check_routes(const std::vector<route_case>& cases) {
+    for (const auto& c : cases) {
+        CAPTURE(c.method);
+        CAPTURE(c.target);
+        const auto ep = api::classify(c.method, c.target);
+        CHECK(kind_name(ep.kind) == kind_name(c.kind));
+        CHECK(ep.needs_auth == c.needs_auth);
+    }
+}
+
+constexpr std::string_view json_posts[] = {
+    "/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions",
+    "/v1/embeddings",       "/embeddings",       "/completion",     "/tokenize",
+    "/detokenize",          "/apply-template",
+};
+constexpr std::string_view gets[] = {"/v1/models", "/models", "/props", "/slots"};
+
+}  // namespace
+
+TEST_CASE("classify: every JSON endpoint is forwarded on POST only") {
+    std::vector<route_case> cases;
+    for (const auto path : json_posts) {
+        cases.push_back({"POST", path, endpoint_kind::forward_json, true});
+        for (const std::string_view m : {"GET", "PUT", "DELETE", "PATCH", "HEAD", "post"}) {
+            cases.push_back({m, path, endpoint_kind::method_not_allowed, true});
+        }
+    }
+    check_routes(cases);
+}
+
+TEST_CASE("classify: every GET endpoint is forwarded on GET only") {
+    std::vector<route_case> cases;
+    for (const auto path : gets) {
+        cases.push_back({"GET", path, endpoint_kind::forward_get, true});
+        for (const std::string_view m : {"PUT", "DELETE", "HEAD", "get"}) {
+            cases.push_back({m, path, endpoint_kind::method_not_allowed, true});
+        }
+    }
+    for (const std::string_view path : {"/v1/models", "/models", "/props"}) {
+        cases.push_back({"POST", path, endpoint_kind::method_not_allowed, true});
+    }
+    check_routes(cases);
+}
+
+TEST_CASE("classify: health needs no key, slot actions are never forwarded") {
+    check_routes({
+        {"GET", "/health", endpoint_kind::health, false},
+        {"GET", "/v1/health", endpoint_kind::health, false},
+        {"GET", "/health?verbose=1", endpoint_kind::health, false},
+        {"POST", "/health", endpoint_kind::method_not_allowed, false},
+        {"DELETE", "/v1/health", endpoint_kind::method_not_allowed, false},
+        {"POST", "/slots/0?action=save", endpoint_kind::slot_action, true},
+        {"POST", "/slots/1?action=restore", endpoint_kind::slot_action, true},
+        {"POST", "/slots/0?action=erase", endpoint_kind::slot_action, true},
+        {"GET", "/slots/0", endpoint_kind::slot_action, true},
+        {"POST", "/slots", endpoint_kind::slot_action, true},
+        {"POST", "/slots?id_slot=0", endpoint_kind::slot_action, true},
+        {"PUT", "/slots", endpoint_kind::method_not_allowed, true},
+    });
+}
+
+TEST_CASE("classify: the query string and fragment do not change the route") {
+    check_routes({
+        {"GET", "/slots?x=1", endpoint_kind::forward_get, true},
+        {"GET", "/props#top", endpoint_kind::forward_get, true},
+        {"POST", "/v1/chat/completions?stream=1", endpoint_kind::forward_json, true},
+        {"GET", "/v1/chat/completions?x=1", endpoint_kind::method_not_allowed, true},
+    });
+}
+
+TEST_CASE("classify: unknown paths are not found and still need a key") {
+    check_routes({
+        {"GET", "/", endpoint_kind::not_found, true},
+        {"GET", "", endpoint_kind::not_found, true},
+        {"POST", "/metrics", endpoint_kind::not_found, true},
+        {"GET", "/metrics", endpoint_kind::not_found, true},
+        {"POST", "/v1/chat/completions/", endpoint_kind::not_found, true},
+        {"POST", "/V1/chat/completions", endpoint_kind::not_found, true},
+        {"GET", "/healthz", endpoint_kind::not_found, true},
+        {"GET", "/v2/models", endpoint_kind::not_found, true},
+        {"POST", "//v1/completions", endpoint_kind::not_found, true},
+    });
+}
+
+TEST_CASE("path_of strips the query and the fragment") {
+    CHECK(api::path_of("/slots?x=1") == "/slots");
+    CHECK(api::path_of("/a#b?c") == "/a");
+    CHECK(api::path_of("/a?b#c") == "/a");
+    CHECK(api::path_of("/plain") == "/plain");
+    CHECK(api::path_of("?only") == "");
+    CHECK(api::path_of("") == "");
+}
+
+TEST_CASE("forward_request_header: credentials, conversation id and hop-by-hop stay here") {
+    const std::vector<std::string_view> dropped = {
+        "X-Conversation-Id", "x-conversation-id", "X-CONVERSATION-ID",
+        "Authorization",     "authorization",     "AUTHORIZATION",
+        "X-Api-Key",         "x-api-key",         "X-API-KEY",
+        "Connection",        "Keep-Alive",        "Proxy-Connection",
+        "Proxy-Authenticate", "Proxy-Authorization", "TE",
+        "Trailer",           "Transfer-Encoding", "transfer-encoding",
+        "Upgrade",           "Host",              "host",
+        "Content-Length",    "content-length",    "Expect",
+    };
+    for (const auto name : dropped) {
+        CAPTURE(name);
+        CHECK_FALSE(api::forward_request_header(name));
+    }
+}
+
+TEST_CASE("forward_request_header: ordinary headers pass") {
+    const std::vector<std::string_view> kept = {
+        "Content-Type", "content-type", "Accept",        "ACCEPT",       "User-Agent",
+        "X-Custom",     "Accept-Encoding", "X-Request-Id", "Authorization2", "X-Api-Keys",
+        "Conversation-Id", "Connectionx",
+    };
+    for (const auto name : kept) {
+        CAPTURE(name);
+        CHECK(api::forward_request_header(name));
+    }
+}
+
+TEST_CASE("forward_response_header: hop-by-hop and framing are dropped, the rest kept") {
+    for (const std::string_view name :
+         {"Connection", "keep-alive", "Transfer-Encoding", "TRANSFER-ENCODING", "Upgrade",
+          "Trailer", "TE", "Proxy-Authenticate", "Content-Length", "content-length", "Server"}) {
+        CAPTURE(name);
+        CHECK_FALSE(api::forward_response_header(name));
+    }
+    for (const std::string_view name :
+         {"Content-Type", "content-type", "Access-Control-Allow-Origin", "X-Custom",
+          "Cache-Control", "Date", "Authorization", "X-Conversation-Id"}) {
+        CAPTURE(name);
+        CHECK(api::forward_response_header(name));
+    }
+}
+
+namespace {
+
+void check_stats(std::string_view json, long cached, long processed, double prompt_ms = 0) {
+    CAPTURE(json);
+    CHECK(api::may_carry_stats(json));
+    const auto s = api::find_prompt_stats(json);
+    REQUIRE(s.has_value());
+    CHECK(s->cached == cached);
+    CHECK(s->processed == processed);
+    CHECK(s->prompt_ms == doctest::Approx(prompt_ms));
+}
+
+}  // namespace
+
+TEST_CASE("find_prompt_stats: llama-server chat completion body prefers timings over usage") {
+    check_stats(R"({"choices":[{"finish_reason":"length","index":0,"message":{"role":"assistant",)"
+                R"("content":"hi"}}],"created":1,"model":"m","object":"chat.completion",)"
+                R"("usage":{"completion_tokens":4,"prompt_tokens":40,"total_tokens":44,)"
+                R"("prompt_tokens_details":{"cached_tokens":1}},"id":"chatcmpl-x",)"
+                R"("timings":{"cache_n":33,"prompt_n":7,"prompt_ms":12.5,)"
+                R"("prompt_per_second":560.0,"predicted_n":4,"predicted_ms":3.1}})",
+                33, 7, 12.5);
+}
+
+TEST_CASE("find_prompt_stats: OpenAI usage when there are no timings") {
+    check_stats(R"({"object":"chat.completion","usage":{"prompt_tokens":20,)"
+                R"("completion_tokens":3,"total_tokens":23,)"
+                R"("prompt_tokens_details":{"cached_tokens":12}}})",
+                12, 8);
+    check_stats(R"({"usage":{"prompt_tokens":9,"completion_tokens":1}})", 0, 9);
+    // timings without prompt_n cannot be used: usage decides
+    check_stats(R"({"timings":{"predicted_n":3},"usage":{"prompt_tokens":5,)"
+                R"("prompt_tokens_details":{"cached_tokens":5}}})",
+                5, 0);
+}
+
+TEST_CASE("find_prompt_stats: /completion final stop event") {
+    check_stats(R"({"content":"","id_slot":0,"stop":true,"model":"m","tokens_predicted":8,)"
+                R"("tokens_evaluated":30,"tokens_cached":38,"stop_type":"limit",)"
+                R"("timings":{"cache_n":27,"prompt_n":3,"prompt_ms":1.25,"predicted_n":8}})",
+                27, 3, 1.25);
+}
+
+TEST_CASE("find_prompt_stats: no stats") {
+    const std::vector<std::string_view> none = {
+        "",
+        "not json",
+        "[DONE]",
+        R"({"timings":{"cache_n":5,"prompt_n":7})",  // cut short
+        R"([{"timings":{"cache_n":5,"prompt_n":7}}])",
+        R"({"choices":[{"delta":{"content":"tok"}}]})",
+        R"({"timings":"soon","usage":null})",
+        R"({"timings":{},"usage":{}})",
+        R"(42)",
+    };
+    for (const auto json : none) {
+        CAPTURE(json);
+        CHECK_FALSE(api::find_prompt_stats(json).has_value());
+    }
+    CHECK_FALSE(api::may_carry_stats(R"({"choices":[{"delta":{"content":"tok"}}]})"));
+    CHECK_FALSE(api::may_carry_stats("[DONE]"));
+    CHECK(api::may_carry_stats(R"({"usage":null})"));
+}
+
+TEST_CASE("matches_any_key") {
+    using warmslot::util::matches_any_key;
+    const std::vector<std::string> none;
+    const std::vector<std::string> one = {"sk-secret"};
+    const std::vector<std::string> several = {"alpha-key", "sk-secret", "b"};
+
+    CHECK_FALSE(matches_any_key("sk-secret", none));
+    CHECK_FALSE(matches_any_key("", none));
+
+    CHECK(matches_any_key("sk-secret", one));
+    CHECK_FALSE(matches_any_key("sk-secre", one));    // a prefix
+    CHECK_FALSE(matches_any_key("sk-secret2", one));  // longer
+    CHECK_FALSE(matches_any_key("sk-secreT", one));   // same length, last byte differs
+    CHECK_FALSE(matches_any_key("Sk-secret", one));   // same length, first byte differs
+    CHECK_FALSE(matches_any_key("x", one));           // different length
+    CHECK_FALSE(matches_any_key("", one));
+    CHECK_FALSE(matches_any_key(std::string_view("sk-secret\0", 10), one));  // trailing NUL
+
+    CHECK(matches_any_key("alpha-key", several));
+    CHECK(matches_any_key("sk-secret", several));
+    CHECK(matches_any_key("b", several));
+    CHECK_FALSE(matches_any_key("alpha", several));
+    CHECK_FALSE(matches_any_key("bb", several));
+    CHECK_FALSE(matches_any_key("sk-secretalpha-key", several));
+}
