@@ -231,11 +231,14 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out) {
         co_return;
     }
     if (!st.headers_sent) {
+        // Built before the co_await: g++ 12 mishandles temporaries of a conditional expression
+        // inside a co_await (they are destroyed twice).
         const bool timeout = st.last_error == beast::error::timeout;
-        co_await fail(ex, out, timeout ? api::error_kind::upstream_timeout
-                                       : api::error_kind::backend_unreachable,
-                      timeout ? "the backend did not answer in time"
-                              : "no backend could be reached: " + st.last_error.message());
+        const auto kind = timeout ? api::error_kind::upstream_timeout
+                                  : api::error_kind::backend_unreachable;
+        std::string message = "no backend could be reached: " + st.last_error.message();
+        if (timeout) message = "the backend did not answer in time";
+        co_await fail(ex, out, kind, std::move(message));
     }
 }
 

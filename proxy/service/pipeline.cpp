@@ -44,41 +44,49 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
     log_access(ex, out, took.count());
 }
 
-awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
-    const auto& req = ex.request;
-    const auto ep = api::classify(std::string_view(req.method_string()),
-                                  std::string_view(req.target()));
+// Why a request is refused before it reaches a backend, if it is.
+std::optional<rejection> pipeline::check(const http::request<http::string_body>& req,
+                                         const api::endpoint& ep) const {
+    const std::string path(api::path_of(std::string_view(req.target())));
     if (ep.needs_auth && !authorized(req)) {
-        co_return co_await fail(ex, out, api::error_kind::unauthorized,
-                                "missing or invalid API key (send Authorization: Bearer <key>)");
+        return rejection{api::error_kind::unauthorized,
+                         "missing or invalid API key (send Authorization: Bearer <key>)"};
     }
     switch (ep.kind) {
-        case api::endpoint_kind::health:
-            co_return co_await health(ex, out);
         case api::endpoint_kind::not_found:
-            co_return co_await fail(ex, out, api::error_kind::not_found,
-                                    "unknown endpoint " + std::string(api::path_of(req.target())));
+            return rejection{api::error_kind::not_found, "unknown endpoint " + path};
         case api::endpoint_kind::slot_action:
-            co_return co_await fail(ex, out, api::error_kind::not_found,
-                                    "slot actions are managed by warmslot and not exposed");
+            return rejection{api::error_kind::not_found,
+                             "slot actions are managed by warmslot and not exposed"};
         case api::endpoint_kind::method_not_allowed:
-            co_return co_await fail(ex, out, api::error_kind::method_not_allowed,
-                                    std::string(req.method_string()) + " is not allowed on " +
-                                        std::string(api::path_of(req.target())));
+            return rejection{api::error_kind::method_not_allowed,
+                             std::string(req.method_string()) + " is not allowed on " + path};
         case api::endpoint_kind::forward_json: {
             const auto body = nlohmann::json::parse(req.body(), nullptr, false);
             if (body.is_discarded()) {
-                co_return co_await fail(ex, out, api::error_kind::invalid_json,
-                                        "request body is not valid JSON");
+                return rejection{api::error_kind::invalid_json, "request body is not valid JSON"};
             }
             if (!body.is_object()) {
-                co_return co_await fail(ex, out, api::error_kind::bad_request,
-                                        "request body must be a JSON object");
+                return rejection{api::error_kind::bad_request, "request body must be a JSON object"};
             }
-            co_return co_await forward(ex, out);
+            return std::nullopt;
         }
+        case api::endpoint_kind::health:
         case api::endpoint_kind::forward_get:
-            co_return co_await forward(ex, out);
+            return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
+    const auto ep = api::classify(std::string_view(ex.request.method_string()),
+                                  std::string_view(ex.request.target()));
+    if (auto refused = check(ex.request, ep)) {
+        co_await fail(ex, out, refused->kind, std::move(refused->message));
+    } else if (ep.kind == api::endpoint_kind::health) {
+        co_await health(ex, out);
+    } else {
+        co_await forward(ex, out);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "api/endpoints.hpp"
 #include "api/errors.hpp"
 #include "api/timings.hpp"
 #include "config/config.hpp"
@@ -29,6 +30,11 @@ struct outcome {
     bool streamed = false;
 };
 
+struct rejection {
+    api::error_kind kind;
+    std::string message;
+};
+
 class pipeline {
 public:
     pipeline(const config::config& cfg, http_server::workers& w);
@@ -40,6 +46,8 @@ private:
     awaitable<void> health(http_server::exchange& ex, outcome& out);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
+    std::optional<rejection> check(const http::request<http::string_body>& req,
+                                   const api::endpoint& ep) const;
     bool authorized(const http::request<http::string_body>& req) const;
     void log_access(const http_server::exchange& ex, const outcome& out, double ms) const;
 

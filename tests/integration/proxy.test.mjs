@@ -1,0 +1,156 @@
+// warmslot in front of a real llama-server: the pass-through contract.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { getJson, postJson, startLlama } from './lib/llama.mjs';
+import { waitFor } from './lib/procs.mjs';
+import { readSse, startWarmslot } from './lib/warmslot.mjs';
+
+const apiKey = 'test-key-0123456789';
+const auth = { authorization: `Bearer ${apiKey}` };
+let llama;
+let ws;
+
+before(async () => {
+  llama = await startLlama({ arch: 'llama', slots: 2, ctx: 8192 });
+  ws = await startWarmslot({ backends: [{ name: 'tiny', url: llama.url }], apiKeys: [apiKey] });
+});
+
+after(async () => {
+  await ws?.stop();
+  await llama?.stop();
+});
+
+const chatBody = (extra = {}) => ({
+  messages: [{ role: 'system', content: 'You are a test. 日本語も。' }, { role: 'user', content: 'Say something.' }],
+  max_tokens: 24, temperature: 0, seed: 7, ...extra,
+});
+
+async function streamedText(base, headers) {
+  const res = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(chatBody({ stream: true })),
+  });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /text\/event-stream/);
+  let text = '';
+  let done = false;
+  let timings = null;
+  await readSse(res, (data) => {
+    if (data === '[DONE]') { done = true; return; }
+    const ev = JSON.parse(data);
+    text += ev.choices?.[0]?.delta?.content ?? '';
+    timings = ev.timings ?? timings;
+  });
+  return { text, done, timings, headers: res.headers };
+}
+
+test('non-streaming chat gives the same text through warmslot as direct', async () => {
+  const direct = await postJson(`${llama.url}/v1/chat/completions`, chatBody());
+  const proxied = await postJson(`${ws.url}/v1/chat/completions`, chatBody(), auth);
+  assert.equal(proxied.status, 200);
+  assert.equal(proxied.body.choices[0].message.content, direct.body.choices[0].message.content);
+  assert.ok(proxied.body.choices[0].message.content.length > 0);
+  assert.equal(proxied.headers.get('x-warmslot-backend'), 'tiny');
+});
+
+test('streaming chat gives the same text through warmslot as direct', async () => {
+  const direct = await streamedText(llama.url, {});
+  const proxied = await streamedText(ws.url, auth);
+  assert.equal(proxied.text, direct.text);
+  assert.ok(proxied.done, 'stream ends with [DONE]');
+  assert.ok(proxied.timings && proxied.timings.prompt_n >= 1, 'timings relayed');
+});
+
+test('the official openai client works with warmslot as its base URL', async () => {
+  const client = new OpenAI({ baseURL: `${ws.url}/v1`, apiKey, maxRetries: 0 });
+  const chat = await client.chat.completions.create({ model: 'tiny', ...chatBody() });
+  assert.ok(chat.choices[0].message.content.length > 0);
+
+  const stream = await client.chat.completions.create({ model: 'tiny', ...chatBody({ stream: true }) });
+  let streamed = '';
+  for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? '';
+  assert.equal(streamed, chat.choices[0].message.content);
+
+  const completion = await client.completions.create({ model: 'tiny', prompt: 'Once upon', max_tokens: 8, temperature: 0 });
+  assert.ok(completion.choices[0].text.length > 0);
+
+  const models = await client.models.list();
+  assert.ok(models.data.length >= 1 && typeof models.data[0].id === 'string');
+
+  const denied = new OpenAI({ baseURL: `${ws.url}/v1`, apiKey: 'wrong-key-000000', maxRetries: 0 });
+  await assert.rejects(denied.models.list(), (e) => e.status === 401);
+});
+
+test('errors come in the OpenAI shape', async () => {
+  const bad = await fetch(`${ws.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: '{"messages": [',
+  });
+  assert.equal(bad.status, 400, 'malformed JSON is a 400 (llama-server itself answers 500)');
+  const body = await bad.json();
+  assert.equal(typeof body.error.message, 'string');
+  assert.equal(body.error.type, 'invalid_request_error');
+  assert.equal(body.error.code, 400);
+
+  const unknown = await getJson(`${ws.url}/v1/nothing`, { headers: auth });
+  assert.equal(unknown.status, 404);
+  assert.equal(unknown.body.error.code, 404);
+
+  const noKey = await postJson(`${ws.url}/v1/chat/completions`, chatBody());
+  assert.equal(noKey.status, 401);
+  assert.equal(noKey.body.error.type, 'authentication_error');
+
+  const slotSave = await postJson(`${ws.url}/slots/0?action=save`, { filename: 'x.bin' }, auth);
+  assert.equal(slotSave.status, 404, 'slot actions are not exposed');
+});
+
+test('/health reports warmslot and its backends without a key', async () => {
+  const health = await getJson(`${ws.url}/health`);
+  assert.equal(health.status, 200);
+  assert.equal(health.body.status, 'ok');
+  assert.deepEqual(health.body.backends.map((b) => [b.name, b.status]), [['tiny', 'ok']]);
+});
+
+test('a client disconnect mid-stream frees the llama-server slot within 2 s', async () => {
+  const controller = new AbortController();
+  const res = await fetch(`${ws.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', ...auth },
+    body: JSON.stringify(chatBody({ stream: true, max_tokens: 6000 })), signal: controller.signal,
+  });
+  let events = 0;
+  await readSse(res, () => (++events >= 3 ? false : undefined));
+  const busy = (await getJson(`${llama.url}/slots`)).body.some((s) => s.is_processing);
+  assert.ok(busy, 'the slot is generating while the client reads');
+  const t0 = Date.now();
+  controller.abort();
+  await waitFor('slot to become idle', async () =>
+    !(await getJson(`${llama.url}/slots`)).body.some((s) => s.is_processing), 2000, 25);
+  assert.ok(Date.now() - t0 <= 2000);
+});
+
+test('a killed backend gives a clean error, before and during a stream', async () => {
+  const victim = await startLlama({ arch: 'llama', slots: 1, ctx: 8192 });
+  const front = await startWarmslot({ backends: [{ name: 'victim', url: victim.url }] });
+  try {
+    const res = await fetch(`${front.url}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(chatBody({ stream: true, max_tokens: 6000 })),
+    });
+    const seen = [];
+    await readSse(res, async (data) => {
+      seen.push(data);
+      if (seen.length === 2) await victim.proc.stop('SIGKILL');
+    });
+    const last = JSON.parse(seen.at(-1));
+    assert.equal(last.error?.type, 'server_error', `last event: ${seen.at(-1)}`);
+    assert.ok(seen.length >= 3);
+
+    const after = await postJson(`${front.url}/v1/chat/completions`, chatBody());
+    assert.equal(after.status, 502);
+    assert.equal(after.body.error.code, 502);
+    assert.match(after.body.error.message, /backend/);
+  } finally {
+    await front.stop();
+    await victim.stop();
+  }
+});
