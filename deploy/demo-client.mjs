@@ -1,0 +1,29 @@
+// Sends a long document and two questions through warmslot and shows what the cache did.
+//   node deploy/demo-client.mjs http://127.0.0.1:8080 [API_KEY]
+const [base, key] = process.argv.slice(2);
+const headers = { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) };
+const doc = Array.from({ length: 120 }, (_, i) =>
+  `Line ${i + 1}: the harbour ledger records lanterns, violins and compasses shipped that day.`).join('\n');
+
+async function ask(question) {
+  const t0 = performance.now();
+  const res = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST', headers,
+    body: JSON.stringify({
+      messages: [{ role: 'system', content: `Answer from this document:\n${doc}` },
+        { role: 'user', content: question }],
+      max_tokens: 16, temperature: 0,
+    }),
+  });
+  const body = await res.json();
+  const ms = performance.now() - t0;
+  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${JSON.stringify(body)}`);
+  const t = body.timings ?? {};
+  console.log(`  "${question}" -> HTTP ${res.status} via backend ${res.headers.get('x-warmslot-backend')}: ` +
+    `${t.prompt_n} prompt tokens processed, ${t.cache_n} reused from the cache, ${ms.toFixed(0)} ms`);
+}
+
+console.log(`\nA document of ${doc.length} bytes and two questions through ${base}:`);
+await ask('Which items does the ledger record?');
+await ask('On which line is the ledger first mentioned?');
+console.log('The second question reuses the document the first one left in the slot.');
