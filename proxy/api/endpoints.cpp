@@ -33,6 +33,9 @@ endpoint classify(std::string_view method, std::string_view target) noexcept {
     if (path == "/health" || path == "/v1/health") {
         return {get ? endpoint_kind::health : endpoint_kind::method_not_allowed, false};
     }
+    if (path == "/metrics") {
+        return {get ? endpoint_kind::metrics : endpoint_kind::method_not_allowed, true};
+    }
     if (path.starts_with("/slots/")) {
         return {endpoint_kind::slot_action, true};
     }

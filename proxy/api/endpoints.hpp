@@ -9,6 +9,7 @@ enum class endpoint_kind {
     forward_json,       // POST with a JSON body, passed to a backend
     forward_get,        // GET passed to a backend
     health,             // GET /health: warmslot and its backends
+    metrics,            // GET /metrics: warmslot's Prometheus counters
     not_found,          // unknown path
     method_not_allowed, // known path, wrong method
     slot_action,        // POST /slots/...: warmslot's own tool, never exposed to clients

@@ -16,6 +16,7 @@ std::optional<prompt_stats> find_prompt_stats(std::string_view json) {
         prompt_stats s;
         s.cached = t->value("cache_n", 0L);
         s.processed = t->value("prompt_n", 0L);
+        s.predicted = t->value("predicted_n", 0L);
         s.prompt_ms = t->value("prompt_ms", 0.0);
         return s;
     }
@@ -26,6 +27,7 @@ std::optional<prompt_stats> find_prompt_stats(std::string_view json) {
             s.cached = d->value("cached_tokens", 0L);
         }
         s.processed = total - s.cached;
+        s.predicted = u->value("completion_tokens", 0L);
         return s;
     }
     return std::nullopt;

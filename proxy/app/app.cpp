@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "http/server.hpp"
+#include "routing/registry.hpp"
+#include "service/monitor.hpp"
 #include "service/pipeline.hpp"
 
 namespace warmslot::app {
@@ -17,13 +19,22 @@ namespace {
 
 void setup_logging(const config::config& cfg) {
     auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-    for (const char* name : {"warmslot", "http", "access"}) {
+    for (const char* name : {"warmslot", "http", "access", "routing"}) {
         if (spdlog::get(name)) continue;
         spdlog::register_logger(std::make_shared<spdlog::logger>(name, sink));
     }
     spdlog::set_default_logger(spdlog::get("warmslot"));
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %n: %v");
     spdlog::set_level(spdlog::level::from_str(cfg.log.level));
+}
+
+routing::planner_settings planner_settings(const config::routing_settings& r) {
+    routing::planner_settings s;
+    s.short_request_tokens = r.short_request_tokens;
+    s.long_segment_tokens = r.long_segment_tokens;
+    s.scratch_slot = r.scratch_slot;
+    s.max_wait_seconds = std::chrono::duration<double>(r.max_wait).count();
+    return s;
 }
 
 std::size_t worker_count() {
@@ -36,7 +47,11 @@ std::size_t worker_count() {
 int run(const config::config& cfg) {
     setup_logging(cfg);
     http_server::workers workers(worker_count());
-    service::pipeline pipeline(cfg, workers);
+    std::vector<std::string> names;
+    for (const auto& b : cfg.backends) names.push_back(b.name);
+    routing::registry registry(names, planner_settings(cfg.routing));
+    service::monitor monitor(cfg, registry, workers.context(0).get_executor());
+    service::pipeline pipeline(cfg, workers, registry);
     http_server::server server(cfg, workers,
                                [&pipeline](http_server::exchange& ex) { return pipeline.handle(ex); });
     server.listen();
@@ -45,6 +60,7 @@ int run(const config::config& cfg) {
     signals.async_wait([&](const error_code& ec, int sig) {
         if (ec) return;
         spdlog::info("signal {}: stopping (grace {} ms)", sig, cfg.timeouts.shutdown_grace.count());
+        monitor.stop();
         server.stop(cfg.timeouts.shutdown_grace);
     });
 
@@ -53,6 +69,7 @@ int run(const config::config& cfg) {
     std::fflush(stdout);
     spdlog::info("listening on {}:{} with {} workers, {} backends", cfg.listen.host, server.port(),
                  workers.size(), cfg.backends.size());
+    monitor.start();
     workers.start();
     workers.join();
     spdlog::info("stopped");

@@ -226,6 +226,8 @@ class reader {
     limits read_limits(const entry& e) const;
     timeouts read_timeouts(const entry& e) const;
     log_settings read_log(const entry& e) const;
+    routing_settings read_routing(const entry& e) const;
+    std::vector<std::string> read_names(const entry& e) const;
 
     std::string source_;
     const env_lookup& env_;
@@ -351,12 +353,14 @@ backend reader::read_backend(const entry& e) const {
                           fail(v.line, v.path, "must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
                       have_name = true;
                   }},
-                 {"url", [&](const entry& v) {
+                 {"url",
+                  [&](const entry& v) {
                       b.url = read_scalar(v, "a URL");
                       if (auto problem = parse_backend_url(b.url, b))
                           fail(v.line, v.path, *problem);
                       have_url = true;
-                  }}});
+                  }},
+                 {"models", [&](const entry& v) { b.models = read_names(v); }}});
     if (!have_name) fail(e.line, child_path(e.path, "name"), "is required");
     if (!have_url) fail(e.line, child_path(e.path, "url"), "is required");
     return b;
@@ -456,6 +460,35 @@ log_settings reader::read_log(const entry& e) const {
     return out;
 }
 
+std::vector<std::string> reader::read_names(const entry& e) const {
+    if (!e.node.IsSequence()) {
+        fail(e.line, e.path, "expected a list of model names, found " + std::string(kind_of(e.node)));
+    }
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < e.node.size(); ++i) {
+        const entry item{e.node[i], item_path(e.path, i), line_of(e.node[i], e.line)};
+        out.push_back(read_scalar(item, "a model name"));
+        if (out.back().empty() || out.back().size() > 256) {
+            fail(item.line, item.path, "must be 1 to 256 characters");
+        }
+    }
+    return out;
+}
+
+routing_settings reader::read_routing(const entry& e) const {
+    routing_settings out;
+    read_map(e, {{"enabled", [&](const entry& v) { out.enabled = read_bool(v); }},
+                 {"short_request_tokens",
+                  [&](const entry& v) { out.short_request_tokens = read_count(v, 0, 10'000'000); }},
+                 {"long_segment_tokens",
+                  [&](const entry& v) { out.long_segment_tokens = read_count(v, 1, 10'000'000); }},
+                 {"scratch_slot", [&](const entry& v) { out.scratch_slot = read_bool(v); }},
+                 {"max_wait", [&](const entry& v) { out.max_wait = read_duration(v); }},
+                 {"reconcile_interval",
+                  [&](const entry& v) { out.reconcile_interval = read_duration(v); }}});
+    return out;
+}
+
 config reader::read(const YAML::Node& root) {
     const entry top{root, "", line_of(root, 1)};
     if (!root.IsMap())
@@ -471,6 +504,7 @@ config reader::read(const YAML::Node& root) {
                    {"api_keys", [&](const entry& v) { c.api_keys = read_api_keys(v); }},
                    {"limits", [&](const entry& v) { c.limits = read_limits(v); }},
                    {"timeouts", [&](const entry& v) { c.timeouts = read_timeouts(v); }},
+                   {"routing", [&](const entry& v) { c.routing = read_routing(v); }},
                    {"log", [&](const entry& v) { c.log = read_log(v); }}});
     if (!have_backends) fail(top.line, "backends", "is required; list at least one llama-server");
     return c;

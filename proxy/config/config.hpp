@@ -29,6 +29,7 @@ struct backend {
     std::string url;         // as written, e.g. "http://127.0.0.1:8081"
     std::string host;        // parsed from url
     std::uint16_t port = 0;  // parsed from url (default 80)
+    std::vector<std::string> models; // names requests may use for this backend's model
 };
 
 struct limits {
@@ -48,6 +49,16 @@ struct timeouts {
     millis shutdown_grace{10'000};  // on stop: how long in-flight requests may finish
 };
 
+// How requests are placed on backends and slots (see docs/config.md, "routing").
+struct routing_settings {
+    bool enabled = true;                      // false: pass through, llama-server picks slots
+    std::uint64_t short_request_tokens = 1000; // below this, with no long segment: a one-off
+    std::uint64_t long_segment_tokens = 512;  // a message this long makes a request valuable
+    bool scratch_slot = true;                 // keep one slot per backend for one-offs
+    millis max_wait{600'000};                 // longest wait for a busy slot holding a prefix
+    millis reconcile_interval{1'000};         // how often GET /slots is compared with beliefs
+};
+
 struct log_settings {
     std::string level = "info";  // trace, debug, info, warn, error, off
     bool access = true;          // one access line per request
@@ -60,6 +71,7 @@ struct config {
     // Qualified: a member named like its type would otherwise change the meaning of the name.
     ::warmslot::config::limits limits;
     ::warmslot::config::timeouts timeouts;
+    routing_settings routing;
     log_settings log;
 };
 

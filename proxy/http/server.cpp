@@ -128,6 +128,12 @@ awaitable<bool> server::serve_one(beast::tcp_stream& stream, beast::flat_buffer&
                             false, id, cfg_.timeouts.header_read);
         co_return false;
     }
+    if (ec == http::error::body_limit) {  // a declared Content-Length over the limit
+        co_await write_json(stream, 413, api::error_body(api::error_kind::payload_too_large,
+            fmt::format("request body is over the limit of {} bytes",
+                        cfg_.limits.max_body_bytes)), false, id, cfg_.timeouts.header_read);
+        co_return false;
+    }
     if (ec) {
         if (!expected_end(ec)) log()->debug("req={} bad request header: {}", id, ec.message());
         const bool parse_error = ec.category() == http::make_error_code(http::error::bad_target).category() &&

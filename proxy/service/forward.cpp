@@ -1,35 +1,29 @@
-// Forwarding one request to a backend and relaying the answer, chunk by chunk.
+// Forwarding one request: plan -> prepare_slot -> forward -> relay -> record.
 //
-// The story: pick a backend -> send -> wait for its headers -> relay body -> give the connection
-// back. A watcher runs beside it and closes the upstream socket as soon as the client goes, so
-// llama-server cancels the task and frees the slot. Failover happens only before the first byte
-// reached the client.
-#include <array>
+// The planner picks backend and slot from what the registry believes; a pinned request carries
+// `id_slot`. A watcher runs beside the exchange and closes the upstream socket as soon as the
+// client goes, so llama-server cancels the task and frees the slot. Failover happens only
+// before the first byte reached the client.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <limits>
 #include <string>
 
+#include "api/endpoints.hpp"
 #include "api/forward_headers.hpp"
 #include "service/pipeline.hpp"
-#include "sse/parser.hpp"
+#include "service/relay.hpp"
 
 namespace warmslot::service {
 namespace {
 
 using namespace net::experimental::awaitable_operators;
-
-constexpr std::size_t max_tee_bytes = 4 * 1024 * 1024;  // non-streamed bodies read for timings
+using routing::clock;
 
 enum class attempt { relayed, stale_connection, backend_failed };
-
-// Shared between the forwarding coroutine and the client watcher of one exchange.
-struct forward_state {
-    upstream::connection* current = nullptr; // upstream connection in use, if any
-    bool client_gone = false;
-    bool headers_sent = false;
-    bool upstream_reusable = false; // the response was read in full and allows keep-alive
-    error_code last_error;
-};
 
 // Watches the client socket without consuming bytes. Returns when the client disconnects
 // (after closing the upstream connection) or when cancelled because the relay finished.
@@ -40,7 +34,7 @@ awaitable<void> watch_client(beast::tcp_stream* client, forward_state* st) {
     if (ec == net::error::operation_aborted) co_return;
     if (!ec && n > 0) {
         // The client pipelined its next request: it is still there. Nothing more to watch.
-        net::steady_timer forever(client->get_executor(), std::chrono::steady_clock::time_point::max());
+        net::steady_timer forever(client->get_executor(), clock::time_point::max());
         co_await forever.async_wait(nothrow);
         co_return;
     }
@@ -51,8 +45,38 @@ awaitable<void> watch_client(beast::tcp_stream* client, forward_state* st) {
     }
 }
 
+std::optional<routing::request_kind> kind_of(std::string_view target) {
+    const auto path = api::path_of(target);
+    if (path == "/v1/chat/completions" || path == "/chat/completions") {
+        return routing::request_kind::chat;
+    }
+    if (path == "/completion" || path == "/v1/completions" || path == "/completions") {
+        return routing::request_kind::completion;
+    }
+    return std::nullopt;
+}
+
+// The body to send: pinned to `slot`, or without any id_slot the client may have sent (a
+// client's id_slot could name a busy slot, which can hang llama-server).
+std::string prepared_body(const std::string& body, const nlohmann::json* parsed,
+                          std::optional<int> slot) {
+    const bool client_pinned = parsed && parsed->contains("id_slot");
+    if (!slot && !client_pinned) return body;
+    if (client_pinned) {
+        nlohmann::json copy = *parsed;
+        if (slot) copy["id_slot"] = *slot;
+        else copy.erase("id_slot");
+        return copy.dump();
+    }
+    const auto brace = body.find('{');
+    const auto next = body.find_first_not_of(" \t\r\n", brace + 1);
+    const std::string field = fmt::format("\"id_slot\":{}", *slot);
+    const bool empty_object = next != std::string::npos && body[next] == '}';
+    return body.substr(0, brace + 1) + field + (empty_object ? "" : ",") + body.substr(brace + 1);
+}
+
 http::request<http::string_body> upstream_request(const http::request<http::string_body>& in,
-                                                  const config::backend& b) {
+                                                  const config::backend& b, std::string body) {
     http::request<http::string_body> out{in.method(), in.target(), 11};
     for (const auto& field : in) {
         if (api::forward_request_header(std::string_view(field.name_string()))) {
@@ -61,127 +85,31 @@ http::request<http::string_body> upstream_request(const http::request<http::stri
     }
     out.set(http::field::host, b.host + ":" + std::to_string(b.port));
     out.keep_alive(true);
-    out.body() = in.body();
+    out.body() = std::move(body);
     out.prepare_payload();
     return out;
 }
 
-// Reads what the relay saw of the response to find llama-server's timings.
-class stats_tee {
-public:
-    explicit stats_tee(bool sse) : sse_(sse) {}
-    void feed(const char* data, std::size_t n) {
-        if (sse_) {
-            events_.clear();
-            parser_.feed(std::string_view(data, n), events_);
-            for (const auto& e : events_) {
-                if (api::may_carry_stats(e.data)) {
-                    if (auto s = api::find_prompt_stats(e.data)) stats = s;
-                }
-            }
-        } else if (body_.size() + n <= max_tee_bytes) {
-            body_.append(data, n);
-        }
+std::string route_header(const routing::plan& p, long waited_ms) {
+    switch (p.why) {
+        case routing::route::hit: return "hit";
+        case routing::route::wait_hit: return fmt::format("hit; waited_ms={}", waited_ms);
+        case routing::route::miss_new_prefix: return "miss; reason=new_prefix";
+        case routing::route::miss_evicted: return "miss; reason=evicted";
+        case routing::route::miss_slot_busy: return "miss; reason=slot_busy";
+        case routing::route::miss_diverged:
+            return fmt::format("miss; reason=diverged; message={}", p.diverged_at);
+        case routing::route::scratch: return "scratch";
+        case routing::route::pass_through: return "pass_through";
     }
-    void finish() {
-        if (!sse_ && api::may_carry_stats(body_)) stats = api::find_prompt_stats(body_);
-    }
-    std::optional<api::prompt_stats> stats;
-
-private:
-    bool sse_;
-    sse::parser parser_;
-    std::vector<sse::event> events_;
-    std::string body_;
-};
-
-}  // namespace
-
-// Relays the upstream response whose headers are in `p` to the client.
-static awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
-                             http::response_parser<http::buffer_body>& p, forward_state& st,
-                             outcome& out, const config::config& cfg, const std::string& backend) {
-    const auto& head = p.get();
-    http::response<http::buffer_body> res{head.result(), 11};
-    for (const auto& field : head) {
-        if (api::forward_response_header(std::string_view(field.name_string()))) {
-            res.insert(field.name_string(), field.value());
-        }
-    }
-    res.set("X-Warmslot-Backend", backend);
-    res.set("X-Warmslot-Request-Id", ex.id);
-    const bool sse = head[http::field::content_type].starts_with("text/event-stream");
-    if (auto len = p.content_length(); len && !p.chunked()) res.content_length(*len);
-    else res.chunked(true);
-    res.keep_alive(ex.keep_alive);
-    res.body().data = nullptr;
-    res.body().more = true;
-    out.status = head.result_int();
-    out.streamed = sse;
-
-    http::response_serializer<http::buffer_body> sr{res};
-    ex.client->expires_after(cfg.timeouts.stream_idle);
-    auto [wec, wn] = co_await http::async_write_header(*ex.client, sr, nothrow);
-    st.headers_sent = true;
-    if (wec) co_return void(ex.keep_alive = false);
-
-    stats_tee tee(sse);
-    std::array<char, 16 * 1024> buf;
-    while (!p.is_done()) {
-        p.get().body().data = buf.data();
-        p.get().body().size = buf.size();
-        up.stream.expires_after(cfg.timeouts.stream_idle);
-        auto [ec, n] = co_await http::async_read_some(up.stream, up.buffer, p, nothrow);
-        if (ec == http::error::need_buffer) ec = {};
-        const std::size_t got = buf.size() - p.get().body().size;
-        if (got > 0) {
-            tee.feed(buf.data(), got);
-            res.body().data = buf.data();
-            res.body().size = got;
-            res.body().more = true;
-            ex.client->expires_after(cfg.timeouts.stream_idle);
-            std::tie(wec, wn) = co_await http::async_write(*ex.client, sr, nothrow);
-            if (wec == http::error::need_buffer) wec = {};
-            out.bytes_out += got;
-            if (wec) {
-                st.client_gone = true;
-                ex.keep_alive = false;
-                co_return;
-            }
-        }
-        if (ec) {
-            if (st.client_gone) co_return void(ex.keep_alive = false);
-            out.error = ec == beast::error::timeout ? api::error_kind::upstream_timeout
-                                                    : api::error_kind::backend_bad_response;
-            if (sse && res.chunked()) {
-                const auto event = api::sse_error_event(*out.error,
-                    "backend " + backend + " failed during the stream: " + ec.message());
-                res.body().data = const_cast<char*>(event.data());
-                res.body().size = event.size();
-                res.body().more = true;
-                co_await http::async_write(*ex.client, sr, nothrow);
-                break;  // then end the stream properly below
-            }
-            ex.keep_alive = false;  // a cut body cannot be framed: close the connection
-            co_return;
-        }
-    }
-    res.body().data = nullptr;
-    res.body().size = 0;
-    res.body().more = false;
-    ex.client->expires_after(cfg.timeouts.stream_idle);
-    std::tie(wec, wn) = co_await http::async_write(*ex.client, sr, nothrow);
-    if (wec) ex.keep_alive = false;
-    tee.finish();
-    out.stats = tee.stats;
-    st.upstream_reusable = p.is_done() && p.keep_alive();
+    return "pass_through";
 }
 
 // One try against one backend over one connection.
-static awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& up,
-                                      forward_state& st, outcome& out, const config::config& cfg,
-                                      const config::backend& b) {
-    auto req = upstream_request(ex.request, b);
+awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& up,
+                               forward_state& st, outcome& out, const config::config& cfg,
+                               const config::backend& b, std::string body, header_list extra) {
+    auto req = upstream_request(ex.request, b, std::move(body));
     up.stream.expires_after(cfg.timeouts.connect);
     auto [ec, n] = co_await http::async_write(up.stream, req, nothrow);
     http::response_parser<http::buffer_body> p;
@@ -196,33 +124,92 @@ static awaitable<attempt> try_backend(http_server::exchange& ex, upstream::conne
                                   ec == net::error::connection_reset || ec == net::error::broken_pipe;
         co_return up.reused && nothing_read ? attempt::stale_connection : attempt::backend_failed;
     }
-    co_await relay(ex, up, p, st, out, cfg, b.name);
+    co_await relay(ex, up, p, st, out, cfg, extra);
     co_return attempt::relayed;
 }
 
-awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out) {
+}  // namespace
+
+// Waits until the slot a wait_hit plan chose is idle and takes it. False: gave up.
+awaitable<bool> pipeline::wait_for_slot(routing::ticket& t, forward_state& st) {
+    // Waiting longer than recomputing the held prefix would take is not worth it.
+    const auto worth = std::chrono::duration_cast<clock::duration>(
+        std::chrono::duration<double>(std::max(0.05, t.saved_prefill_seconds)));
+    const auto limit = std::min<clock::duration>(cfg_.routing.max_wait, worth);
+    const auto deadline = clock::now() + limit;
+    net::steady_timer timer(co_await net::this_coro::executor);
+    while (!st.client_gone && clock::now() < deadline) {
+        if (reg_.try_take(t, clock::now())) co_return true;
+        timer.expires_after(std::chrono::milliseconds(5));
+        co_await timer.async_wait(nothrow);
+    }
+    co_return false;
+}
+
+awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
+                                  const nlohmann::json* body) {
+    std::optional<routing::fingerprint> fp;
+    std::string model;
+    const auto kind = kind_of(std::string_view(ex.request.target()));
+    if (body && kind && cfg_.routing.enabled) fp = routing::fingerprint_request(*kind, *body);
+    if (body && body->contains("model") && (*body)["model"].is_string() && reg_.multi_model()) {
+        model = (*body)["model"].get<std::string>();
+    }
+    const std::uint64_t bytes = fp ? fp->total_bytes : ex.request.body().size();
+    auto t = reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now());
+    if (t.p.backend < 0 && t.p.unknown_model) {
+        std::string message = "unknown model \"" + model + "\"; GET /v1/models lists them";
+        co_await fail(ex, out, api::error_kind::not_found, std::move(message));
+        co_return;
+    }
     forward_state st;
     auto& pool = *pools_[ex.worker];
+    long waited_ms = 0;
     auto run = [&]() -> awaitable<void> {
-        for (const auto& b : cfg_.backends) {
+        if (t.p.why == routing::route::wait_hit) {
+            const auto start = clock::now();
+            if (!co_await wait_for_slot(t, st)) {
+                reg_.cancel(t);
+                t = reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now(), false);
+            }
+            waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
+        }
+        for (std::size_t k = 0; k < cfg_.backends.size() && !st.client_gone; ++k) {
+            // The planned backend first (pinned if planned so), then the others unpinned.
+            const auto chosen = t.p.backend < 0 ? 0 : static_cast<std::size_t>(t.p.backend);
+            const std::size_t i = k == 0 ? chosen : (k <= chosen ? k - 1 : k);
+            const auto& b = cfg_.backends[i];
+            const bool planned = t.p.backend >= 0 && i == chosen;
+            const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
+            header_list extra = {{"X-Warmslot-Backend", b.name},
+                                 {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
+                                 {"X-Warmslot-Slot", slot ? std::to_string(*slot) : "-"}};
+            out.backend = b.name;
+            out.route = extra[1].second;
+            out.slot = slot;
             for (int tries = 0; tries < 2 && !st.client_gone; ++tries) {
                 auto [ec, conn] = co_await pool.acquire(b.host, b.port, cfg_.timeouts.connect);
                 if (ec) {
                     st.last_error = ec;
-                    break;  // next backend
+                    break;
                 }
                 st.current = conn.get();
-                out.backend = b.name;
-                const auto result = co_await try_backend(ex, *conn, st, out, cfg_, b);
+                std::string prepared = cfg_.routing.enabled ? prepared_body(ex.request.body(), body, slot)
+                                                            : ex.request.body();
+                const auto result = co_await try_backend(ex, *conn, st, out, cfg_, b,
+                                                         std::move(prepared), extra);
                 st.current = nullptr;
                 if (result == attempt::relayed) {
                     if (st.upstream_reusable && !st.client_gone) pool.release(std::move(conn));
+                    if (planned) reg_.complete(t, fp ? &*fp : nullptr, out.stats, clock::now());
+                    else reg_.cancel(t);
                     co_return;
                 }
                 if (result == attempt::backend_failed) break;
             }
-            if (st.client_gone) co_return;
+            if (planned) reg_.set_healthy(static_cast<int>(i), false);
         }
+        reg_.cancel(t);
     };
     co_await (run() || watch_client(ex.client, &st));
     out.client_gone = st.client_gone;
@@ -234,11 +221,11 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out) {
         // Built before the co_await: g++ 12 mishandles temporaries of a conditional expression
         // inside a co_await (they are destroyed twice).
         const bool timeout = st.last_error == beast::error::timeout;
-        const auto kind = timeout ? api::error_kind::upstream_timeout
-                                  : api::error_kind::backend_unreachable;
+        const auto kind_of_error = timeout ? api::error_kind::upstream_timeout
+                                           : api::error_kind::backend_unreachable;
         std::string message = "no backend could be reached: " + st.last_error.message();
         if (timeout) message = "the backend did not answer in time";
-        co_await fail(ex, out, kind, std::move(message));
+        co_await fail(ex, out, kind_of_error, std::move(message));
     }
 }
 

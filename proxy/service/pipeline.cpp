@@ -30,7 +30,8 @@ std::string_view bearer_token(std::string_view header) {
 
 }  // namespace
 
-pipeline::pipeline(const config::config& cfg, http_server::workers& w) : cfg_(cfg) {
+pipeline::pipeline(const config::config& cfg, http_server::workers& w, routing::registry& reg)
+    : cfg_(cfg), reg_(reg) {
     for (std::size_t i = 0; i < w.size(); ++i) {
         pools_.push_back(std::make_unique<upstream::pool>(w.context(i).get_executor()));
     }
@@ -44,9 +45,11 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
     log_access(ex, out, took.count());
 }
 
-// Why a request is refused before it reaches a backend, if it is.
+// Why a request is refused before it reaches a backend, if it is. `body` is the parsed JSON
+// body of forward_json endpoints (null: absent or not JSON).
 std::optional<rejection> pipeline::check(const http::request<http::string_body>& req,
-                                         const api::endpoint& ep) const {
+                                         const api::endpoint& ep,
+                                         const nlohmann::json* body) const {
     const std::string path(api::path_of(std::string_view(req.target())));
     if (ep.needs_auth && !authorized(req)) {
         return rejection{api::error_kind::unauthorized,
@@ -61,17 +64,16 @@ std::optional<rejection> pipeline::check(const http::request<http::string_body>&
         case api::endpoint_kind::method_not_allowed:
             return rejection{api::error_kind::method_not_allowed,
                              std::string(req.method_string()) + " is not allowed on " + path};
-        case api::endpoint_kind::forward_json: {
-            const auto body = nlohmann::json::parse(req.body(), nullptr, false);
-            if (body.is_discarded()) {
+        case api::endpoint_kind::forward_json:
+            if (!body || body->is_discarded()) {
                 return rejection{api::error_kind::invalid_json, "request body is not valid JSON"};
             }
-            if (!body.is_object()) {
+            if (!body->is_object()) {
                 return rejection{api::error_kind::bad_request, "request body must be a JSON object"};
             }
             return std::nullopt;
-        }
         case api::endpoint_kind::health:
+        case api::endpoint_kind::metrics:
         case api::endpoint_kind::forward_get:
             return std::nullopt;
     }
@@ -81,12 +83,21 @@ std::optional<rejection> pipeline::check(const http::request<http::string_body>&
 awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
     const auto ep = api::classify(std::string_view(ex.request.method_string()),
                                   std::string_view(ex.request.target()));
-    if (auto refused = check(ex.request, ep)) {
+    nlohmann::json body;
+    if (ep.kind == api::endpoint_kind::forward_json) {
+        body = nlohmann::json::parse(ex.request.body(), nullptr, false);
+    }
+    const auto path = api::path_of(std::string_view(ex.request.target()));
+    if (auto refused = check(ex.request, ep, &body)) {
         co_await fail(ex, out, refused->kind, std::move(refused->message));
     } else if (ep.kind == api::endpoint_kind::health) {
         co_await health(ex, out);
+    } else if (ep.kind == api::endpoint_kind::metrics) {
+        co_await metrics(ex, out);
+    } else if ((path == "/v1/models" || path == "/models") && cfg_.backends.size() > 1) {
+        co_await models(ex, out);
     } else {
-        co_await forward(ex, out);
+        co_await forward(ex, out, ep.kind == api::endpoint_kind::forward_json ? &body : nullptr);
     }
 }
 
@@ -108,51 +119,18 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
     if (ec) ex.keep_alive = false;
 }
 
-awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
-    auto& pool = *pools_[ex.worker];
-    nlohmann::json backends = nlohmann::json::array();
-    bool any_ok = false;
-    for (const auto& b : cfg_.backends) {
-        const auto timeout = std::min(cfg_.timeouts.connect, std::chrono::milliseconds(3000));
-        auto [ec, conn] = co_await pool.acquire(b.host, b.port, timeout);
-        unsigned status = 0;
-        if (!ec) {
-            http::request<http::empty_body> req{http::verb::get, "/health", 11};
-            req.set(http::field::host, conn->key);
-            conn->stream.expires_after(timeout);
-            std::tie(ec, std::ignore) = co_await http::async_write(conn->stream, req, nothrow);
-            http::response<http::string_body> res;
-            if (!ec) std::tie(ec, std::ignore) =
-                co_await http::async_read(conn->stream, conn->buffer, res, nothrow);
-            if (!ec) {
-                status = res.result_int();
-                if (res.keep_alive()) pool.release(std::move(conn));
-            }
-        }
-        const char* state = status == 200 ? "ok" : status == 503 ? "loading" : "unreachable";
-        any_ok = any_ok || status == 200;
-        backends.push_back({{"name", b.name}, {"url", b.url}, {"status", state},
-                            {"http_status", status}});
-    }
-    nlohmann::json report = {{"status", any_ok ? "ok" : "unavailable"},
-                             {"warmslot", {{"status", "ok"}}},
-                             {"backends", backends}};
-    out.status = any_ok ? 200 : 503;
-    auto ec = co_await http_server::write_json(*ex.client, out.status, report.dump(),
-                                               ex.keep_alive, ex.id, cfg_.timeouts.stream_idle);
-    if (ec) ex.keep_alive = false;
-}
-
 void pipeline::log_access(const http_server::exchange& ex, const outcome& out, double ms) const {
     if (!cfg_.log.access) return;
     const auto& req = ex.request;
     std::string cache = "-";
     if (out.stats) cache = fmt::format("cached={} processed={}", out.stats->cached,
                                        out.stats->processed);
-    access_log()->info("req={} {} {} {} backend={} {} bytes={} ms={:.1f}{}{}", ex.id,
-                       std::string_view(req.method_string()), std::string_view(req.target()),
-                       out.status, out.backend.empty() ? "-" : out.backend, cache, out.bytes_out,
-                       ms, out.error ? fmt::format(" error={}", api::name(*out.error)) : "",
+    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\" {} bytes={} ms={:.1f}{}{}",
+                       ex.id, std::string_view(req.method_string()), std::string_view(req.target()),
+                       out.status, out.backend.empty() ? "-" : out.backend,
+                       out.slot ? std::to_string(*out.slot) : "-",
+                       out.route.empty() ? "-" : out.route, cache, out.bytes_out, ms,
+                       out.error ? fmt::format(" error={}", api::name(*out.error)) : "",
                        out.client_gone ? " client_gone" : "");
 }
 

@@ -13,8 +13,11 @@
 #include "api/endpoints.hpp"
 #include "api/errors.hpp"
 #include "api/timings.hpp"
+#include <nlohmann/json_fwd.hpp>
+
 #include "config/config.hpp"
 #include "http/server.hpp"
+#include "routing/registry.hpp"
 #include "upstream/pool.hpp"
 
 namespace warmslot::service {
@@ -28,7 +31,11 @@ struct outcome {
     std::uint64_t bytes_out = 0;
     bool client_gone = false;
     bool streamed = false;
+    std::string route;        // X-Warmslot-Route as sent
+    std::optional<int> slot;  // pinned slot
 };
+
+struct forward_state;
 
 struct rejection {
     api::error_kind kind;
@@ -37,21 +44,25 @@ struct rejection {
 
 class pipeline {
 public:
-    pipeline(const config::config& cfg, http_server::workers& w);
+    pipeline(const config::config& cfg, http_server::workers& w, routing::registry& reg);
     awaitable<void> handle(http_server::exchange& ex);
 
 private:
     awaitable<void> dispatch(http_server::exchange& ex, outcome& out);
-    awaitable<void> forward(http_server::exchange& ex, outcome& out);
+    awaitable<void> forward(http_server::exchange& ex, outcome& out, const nlohmann::json* body);
+    awaitable<bool> wait_for_slot(routing::ticket& t, forward_state& st);
+    awaitable<void> models(http_server::exchange& ex, outcome& out);
+    awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
     std::optional<rejection> check(const http::request<http::string_body>& req,
-                                   const api::endpoint& ep) const;
+                                   const api::endpoint& ep, const nlohmann::json* body) const;
     bool authorized(const http::request<http::string_body>& req) const;
     void log_access(const http_server::exchange& ex, const outcome& out, double ms) const;
 
     const config::config& cfg_;
+    routing::registry& reg_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
 };
 

@@ -29,6 +29,7 @@ std::string_view kind_name(endpoint_kind k) {
         case endpoint_kind::forward_json: return "forward_json";
         case endpoint_kind::forward_get: return "forward_get";
         case endpoint_kind::health: return "health";
+        case endpoint_kind::metrics: return "metrics";
         case endpoint_kind::not_found: return "not_found";
         case endpoint_kind::method_not_allowed: return "method_not_allowed";
         case endpoint_kind::slot_action: return "slot_action";
@@ -80,8 +81,12 @@ TEST_CASE("classify: every GET endpoint is forwarded on GET only") {
     check_routes(cases);
 }
 
-TEST_CASE("classify: health needs no key, slot actions are never forwarded") {
+TEST_CASE("classify: health needs no key, metrics does, slot actions are never forwarded") {
     check_routes({
+        {"GET", "/metrics", endpoint_kind::metrics, true},
+        {"GET", "/metrics?name=x", endpoint_kind::metrics, true},
+        {"POST", "/metrics", endpoint_kind::method_not_allowed, true},
+        {"GET", "/v1/metrics", endpoint_kind::not_found, true},
         {"GET", "/health", endpoint_kind::health, false},
         {"GET", "/v1/health", endpoint_kind::health, false},
         {"GET", "/health?verbose=1", endpoint_kind::health, false},
@@ -110,8 +115,6 @@ TEST_CASE("classify: unknown paths are not found and still need a key") {
     check_routes({
         {"GET", "/", endpoint_kind::not_found, true},
         {"GET", "", endpoint_kind::not_found, true},
-        {"POST", "/metrics", endpoint_kind::not_found, true},
-        {"GET", "/metrics", endpoint_kind::not_found, true},
         {"POST", "/v1/chat/completions/", endpoint_kind::not_found, true},
         {"POST", "/V1/chat/completions", endpoint_kind::not_found, true},
         {"GET", "/healthz", endpoint_kind::not_found, true},
@@ -175,14 +178,22 @@ TEST_CASE("forward_response_header: hop-by-hop and framing are dropped, the rest
 
 namespace {
 
-void check_stats(std::string_view json, long cached, long processed, double prompt_ms = 0) {
+struct expected_stats {
+    long cached;
+    long processed;
+    long predicted;
+    double prompt_ms = 0;
+};
+
+void check_stats(std::string_view json, expected_stats want) {
     CAPTURE(json);
     CHECK(api::may_carry_stats(json));
     const auto s = api::find_prompt_stats(json);
     REQUIRE(s.has_value());
-    CHECK(s->cached == cached);
-    CHECK(s->processed == processed);
-    CHECK(s->prompt_ms == doctest::Approx(prompt_ms));
+    CHECK(s->cached == want.cached);
+    CHECK(s->processed == want.processed);
+    CHECK(s->predicted == want.predicted);
+    CHECK(s->prompt_ms == doctest::Approx(want.prompt_ms));
 }
 
 }  // namespace
@@ -194,26 +205,26 @@ TEST_CASE("find_prompt_stats: llama-server chat completion body prefers timings 
                 R"("prompt_tokens_details":{"cached_tokens":1}},"id":"chatcmpl-x",)"
                 R"("timings":{"cache_n":33,"prompt_n":7,"prompt_ms":12.5,)"
                 R"("prompt_per_second":560.0,"predicted_n":4,"predicted_ms":3.1}})",
-                33, 7, 12.5);
+                {33, 7, 4, 12.5});
 }
 
 TEST_CASE("find_prompt_stats: OpenAI usage when there are no timings") {
     check_stats(R"({"object":"chat.completion","usage":{"prompt_tokens":20,)"
                 R"("completion_tokens":3,"total_tokens":23,)"
                 R"("prompt_tokens_details":{"cached_tokens":12}}})",
-                12, 8);
-    check_stats(R"({"usage":{"prompt_tokens":9,"completion_tokens":1}})", 0, 9);
+                {12, 8, 3});
+    check_stats(R"({"usage":{"prompt_tokens":9,"completion_tokens":1}})", {0, 9, 1});
     // timings without prompt_n cannot be used: usage decides
     check_stats(R"({"timings":{"predicted_n":3},"usage":{"prompt_tokens":5,)"
                 R"("prompt_tokens_details":{"cached_tokens":5}}})",
-                5, 0);
+                {5, 0, 0});
 }
 
 TEST_CASE("find_prompt_stats: /completion final stop event") {
     check_stats(R"({"content":"","id_slot":0,"stop":true,"model":"m","tokens_predicted":8,)"
                 R"("tokens_evaluated":30,"tokens_cached":38,"stop_type":"limit",)"
                 R"("timings":{"cache_n":27,"prompt_n":3,"prompt_ms":1.25,"predicted_n":8}})",
-                27, 3, 1.25);
+                {27, 3, 8, 1.25});
 }
 
 TEST_CASE("find_prompt_stats: no stats") {

@@ -37,9 +37,10 @@ export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768
   const dir = logDir ?? tempDir('llama');
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
-    const args = ['-m', modelFile, '--host', '127.0.0.1', '--port', String(port),
-      '-np', String(slots), '-c', String(ctx * slots), '--metrics',
-      '--slot-save-path', saveDir, '-t', '2', ...extra];
+    // slots 0: llama-server's own defaults for slots and context (no -np, no -c).
+    const sizing = slots > 0 ? ['-np', String(slots), '-c', String(ctx * slots)] : [];
+    const args = ['-m', modelFile, '--host', '127.0.0.1', '--port', String(port), ...sizing,
+      '--metrics', '--slot-save-path', saveDir, '-t', '2', ...extra];
     const proc = startProcess(llamaServerBin(), args,
       { logFile: path.join(dir, `llama-${port}.log`) });
     const url = `http://127.0.0.1:${port}`;

@@ -1,0 +1,289 @@
+#include "routing/registry.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace warmslot::routing {
+namespace {
+
+constexpr std::size_t max_evicted = 4096;
+constexpr double hits_half_life_seconds = 600;
+constexpr double rate_weight = 0.3; // exponential moving average weight of a new observation
+// llama-server may still show a slot as processing for a moment after it sent the response.
+constexpr auto own_tail = std::chrono::milliseconds(300);
+
+double ema(double old, double sample) { return old * (1 - rate_weight) + sample * rate_weight; }
+
+double decayed(double hits, clock::time_point from, clock::time_point to) {
+    if (from == clock::time_point{} || to <= from) return hits;
+    const double dt = std::chrono::duration<double>(to - from).count();
+    return hits * std::exp2(-dt / hits_half_life_seconds);
+}
+
+}  // namespace
+
+registry::registry(std::vector<std::string> backend_names, planner_settings settings)
+    : settings_(settings) {
+    for (auto& n : backend_names) {
+        backend_state b;
+        b.view.name = std::move(n);
+        b.view.healthy = false;  // until the monitor has seen it answer
+        b.view.pinning = false;  // until its slots are known to be stable
+        backends_.push_back(std::move(b));
+    }
+}
+
+slot_view* registry::slot_of(backend_state& b, int id) {
+    if (id < 0 || static_cast<std::size_t>(id) >= b.view.slots.size()) return nullptr;
+    return &b.view.slots[static_cast<std::size_t>(id)];
+}
+
+ticket registry::reserve(const fingerprint* fp, std::string_view model,
+                         std::uint64_t request_bytes, clock::time_point now, bool allow_wait) {
+    std::lock_guard lock(mu_);
+    std::vector<backend_view> views;
+    views.reserve(backends_.size());
+    double rate_sum = 0, tpb_sum = 0;
+    int rates = 0, tpbs = 0;
+    for (const auto& b : backends_) {
+        views.push_back(b.view);
+        if (b.rate_learned) rate_sum += b.view.prefill_tokens_per_second, ++rates;
+        if (b.tpb_learned) tpb_sum += b.view.tokens_per_byte, ++tpbs;
+    }
+    // A backend that has not served yet is assumed to be like the others, so replicas compare
+    // on load and content rather than on a default rate.
+    for (std::size_t i = 0; i < views.size(); ++i) {
+        if (!backends_[i].rate_learned && rates > 0) views[i].prefill_tokens_per_second = rate_sum / rates;
+        if (!backends_[i].tpb_learned && tpbs > 0) views[i].tokens_per_byte = tpb_sum / tpbs;
+    }
+    plan_input in;
+    in.request = fp;
+    in.model = model;
+    in.backends = &views;
+    in.settings = settings_;
+    if (!allow_wait) in.settings.max_wait_seconds = 0;
+    in.now = now;
+    in.recently_evicted = &evicted_view_;
+    ticket t;
+    t.p = choose(in);
+    t.id = next_ticket_++;
+    t.request_bytes = request_bytes;
+    if (t.p.backend < 0) return t;
+    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+    // Only what the slot does not hold yet has to be computed.
+    const double tokens = static_cast<double>(request_bytes) * b.view.tokens_per_byte;
+    const double rate = std::max(1.0, b.view.prefill_tokens_per_second);
+    const auto cached = static_cast<double>(t.p.expected_cached_tokens);
+    t.expected_prefill_seconds = std::max(0.0, tokens - cached) / rate;
+    t.saved_prefill_seconds = cached / rate;
+    ++b.view.in_flight;
+    ++counters_.requests_by_route[static_cast<int>(t.p.why)];
+    if (!t.p.slot) {
+        ++b.unpinned_in_flight;
+    } else if (t.p.why != route::wait_hit) {
+        auto* s = slot_of(b, *t.p.slot);
+        b.reserved_by[static_cast<std::size_t>(*t.p.slot)] = t.id;
+        s->busy = true;
+        s->busy_until = now + std::chrono::duration_cast<clock::duration>(
+                                  std::chrono::duration<double>(t.expected_prefill_seconds));
+    }
+    return t;
+}
+
+bool registry::try_take(ticket& t, clock::time_point now) {
+    std::lock_guard lock(mu_);
+    if (t.p.backend < 0 || !t.p.slot) return true;
+    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+    const auto i = static_cast<std::size_t>(*t.p.slot);
+    if (i >= b.reserved_by.size() || b.reserved_by[i] != 0 || b.outside_busy[i]) return false;
+    b.reserved_by[i] = t.id;
+    b.view.slots[i].busy = true;
+    b.view.slots[i].busy_until = now;
+    return true;
+}
+
+void registry::cancel(const ticket& t) {
+    std::lock_guard lock(mu_);
+    if (t.p.backend < 0) return;
+    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+    if (b.view.in_flight > 0) --b.view.in_flight;
+    if (!t.p.slot) {
+        if (b.unpinned_in_flight > 0) --b.unpinned_in_flight;
+        return;
+    }
+    const auto i = static_cast<std::size_t>(*t.p.slot);
+    if (i < b.reserved_by.size() && b.reserved_by[i] == t.id) {
+        b.reserved_by[i] = 0;
+        b.view.slots[i].busy = b.outside_busy[i];
+        // The request may have been cut during prefill: what the slot holds is unknown.
+        b.view.slots[i].held.clear();
+    }
+}
+
+void registry::complete(const ticket& t, const fingerprint* fp,
+                        const std::optional<api::prompt_stats>& s, clock::time_point now) {
+    if (!s) return cancel(t);
+    std::lock_guard lock(mu_);
+    if (t.p.backend < 0) return;
+    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+    if (b.view.in_flight > 0) --b.view.in_flight;
+    const double rate =
+        s->prompt_ms > 0 ? static_cast<double>(s->processed) / (s->prompt_ms / 1000.0) : 0;
+    if (s->processed >= 64 && rate > 0) {
+        b.view.prefill_tokens_per_second =
+            b.rate_learned ? ema(b.view.prefill_tokens_per_second, rate) : rate;
+        b.rate_learned = true;
+    }
+    if (fp && fp->total_bytes >= 512) {
+        const double tpb = static_cast<double>(s->cached + s->processed) /
+                           static_cast<double>(fp->total_bytes);
+        const double sample = std::clamp(tpb, 0.05, 4.0);
+        b.view.tokens_per_byte = b.tpb_learned ? ema(b.view.tokens_per_byte, sample) : sample;
+        b.tpb_learned = true;
+    }
+    counters_.prompt_tokens_processed += static_cast<std::uint64_t>(std::max(0L, s->processed));
+    counters_.prompt_tokens_reused += static_cast<std::uint64_t>(std::max(0L, s->cached));
+    counters_.prefill_seconds_saved +=
+        static_cast<double>(s->cached) / std::max(1.0, b.view.prefill_tokens_per_second);
+    if (t.p.expected_cached_tokens >= 256 &&
+        static_cast<std::uint64_t>(s->cached) * 2 < t.p.expected_cached_tokens) {
+        ++counters_.mispredictions;
+    }
+    if (!t.p.slot) {
+        if (b.unpinned_in_flight > 0) --b.unpinned_in_flight;
+        return;
+    }
+    const auto i = static_cast<std::size_t>(*t.p.slot);
+    if (i >= b.reserved_by.size()) return;
+    if (b.reserved_by[i] == t.id) b.reserved_by[i] = 0;
+    auto& slot = b.view.slots[i];
+    slot.busy = b.reserved_by[i] != 0 || b.outside_busy[i];
+    std::vector<prefix_level> now_held = fp ? fp->levels : std::vector<prefix_level>{};
+    if (!slot.held.empty() && common_levels(slot.held, now_held) < slot.held.size()) {
+        evicted(slot.held);
+    }
+    slot.recent_hits = decayed(slot.recent_hits, slot.last_use, now);
+    if (s->cached > 0 && t.p.matched_levels > 0) slot.recent_hits += 1;
+    slot.held = std::move(now_held);
+    slot.held_tokens = static_cast<std::uint64_t>(
+        std::max(0L, s->cached + s->processed + std::max(0L, s->predicted - 1)));
+    slot.last_use = now;
+}
+
+void registry::evicted(const std::vector<prefix_level>& levels) {
+    for (const auto& l : levels) {
+        evicted_.push_back(l.hash);
+        if (evicted_.size() > max_evicted) evicted_.pop_front();
+    }
+    evicted_view_.assign(evicted_.begin(), evicted_.end());
+}
+
+void registry::set_info(int backend, const backend_info& info, bool pinning) {
+    std::lock_guard lock(mu_);
+    auto& b = backends_[static_cast<std::size_t>(backend)];
+    const bool changed = !b.info || b.info->total_slots != info.total_slots ||
+                         b.info->model_path != info.model_path ||
+                         b.info->build_info != info.build_info;
+    b.info = info;
+    b.view.models = info.models;
+    b.view.pinning = pinning;
+    if (!changed) return;
+    const auto n = static_cast<std::size_t>(std::max(0, info.total_slots));
+    b.view.slots.assign(n, slot_view{});
+    for (std::size_t i = 0; i < n; ++i) b.view.slots[i].id = static_cast<int>(i);
+    b.reserved_by.assign(n, 0);
+    b.outside_busy.assign(n, false);
+}
+
+void registry::set_healthy(int backend, bool healthy) {
+    std::lock_guard lock(mu_);
+    backends_[static_cast<std::size_t>(backend)].view.healthy = healthy;
+}
+
+void registry::forget_all(int backend) {
+    std::lock_guard lock(mu_);
+    auto& b = backends_[static_cast<std::size_t>(backend)];
+    for (auto& s : b.view.slots) {
+        if (!s.held.empty()) ++counters_.corrections;
+        s.held.clear();
+        s.held_tokens = 0;
+    }
+}
+
+void registry::reconcile(int backend, const std::vector<observed_slot>& slots,
+                         clock::time_point now) {
+    std::lock_guard lock(mu_);
+    auto& b = backends_[static_cast<std::size_t>(backend)];
+    for (const auto& o : slots) {
+        auto* s = slot_of(b, o.id);
+        if (!s) continue;
+        const auto i = static_cast<std::size_t>(o.id);
+        const bool ours = b.reserved_by[i] != 0;
+        const bool our_tail = s->last_use != clock::time_point{} && now - s->last_use < own_tail;
+        b.outside_busy[i] = o.processing && !ours && !our_tail;
+        s->busy = ours || b.outside_busy[i];
+        if (ours || o.processing) continue;
+        const std::uint64_t tokens = o.n_prompt_tokens.value_or(0);
+        const auto diff = tokens > s->held_tokens ? tokens - s->held_tokens : s->held_tokens - tokens;
+        if (diff > 2) {
+            // Someone else used the slot, the server cleared it, or it restarted.
+            if (!s->held.empty()) {
+                ++counters_.corrections;
+                evicted(s->held);
+            }
+            s->held.clear();
+            s->held_tokens = tokens;
+            s->last_use = now;
+        }
+    }
+}
+
+std::vector<backend_view> registry::snapshot() const {
+    std::lock_guard lock(mu_);
+    std::vector<backend_view> out;
+    for (const auto& b : backends_) out.push_back(b.view);
+    return out;
+}
+
+counters registry::totals() const {
+    std::lock_guard lock(mu_);
+    return counters_;
+}
+
+std::optional<backend_info> registry::info(int backend) const {
+    std::lock_guard lock(mu_);
+    return backends_[static_cast<std::size_t>(backend)].info;
+}
+
+std::vector<std::string> registry::all_models() const {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& b : backends_) {
+        for (const auto& m : b.view.models) {
+            if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+        }
+    }
+    return out;
+}
+
+bool registry::knows_models() const {
+    std::lock_guard lock(mu_);
+    return std::any_of(backends_.begin(), backends_.end(),
+                       [](const backend_state& b) { return !b.view.models.empty(); });
+}
+
+// Replicas may load the same model from different directories: compare file names.
+bool registry::multi_model() const {
+    std::lock_guard lock(mu_);
+    std::string first;
+    for (const auto& b : backends_) {
+        if (!b.info || b.info->model_path.empty()) continue;
+        const auto& path = b.info->model_path;
+        const std::string file = path.substr(path.find_last_of("/\\") + 1);
+        if (first.empty()) first = file;
+        else if (file != first) return true;
+    }
+    return false;
+}
+
+}  // namespace warmslot::routing

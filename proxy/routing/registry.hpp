@@ -1,0 +1,106 @@
+// What warmslot believes about every backend and slot, and the counters of what the cache did.
+//
+// One registry per process, shared by all workers: every public member locks its mutex, so it
+// is thread-safe. Planning and reserving the chosen slot happen under one lock, so two requests
+// can never pin the same slot. No I/O here: the service layer feeds it observations (responses'
+// timings, GET /props, GET /slots) and asks it for plans.
+#pragma once
+
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/timings.hpp"
+#include "routing/planner.hpp"
+
+namespace warmslot::routing {
+
+// A plan that holds a reservation: while it lives in flight, its slot counts as busy.
+struct ticket {
+    plan p;
+    std::uint64_t id = 0;
+    std::uint64_t request_bytes = 0;
+    double expected_prefill_seconds = 0; // of the part of the prompt the slot does not hold
+    double saved_prefill_seconds = 0;    // of the part it holds: the most a wait is worth
+};
+
+// What GET /props and /v1/models said about a backend.
+struct backend_info {
+    int total_slots = 0;
+    std::uint64_t n_ctx_per_slot = 0;
+    std::string build_info;
+    std::string model_path;
+    std::vector<std::string> models; // ids from /v1/models and the alias
+};
+
+// One slot as GET /slots shows it.
+struct observed_slot {
+    int id = 0;
+    bool processing = false;
+    std::optional<std::uint64_t> n_prompt_tokens; // absent for a slot that never ran a task
+};
+
+// Prometheus-style counters.
+struct counters {
+    std::uint64_t requests_by_route[8] = {};
+    std::uint64_t prompt_tokens_processed = 0;
+    std::uint64_t prompt_tokens_reused = 0;
+    double prefill_seconds_saved = 0;
+    std::uint64_t mispredictions = 0;   // a hit was planned but the server reused far less
+    std::uint64_t corrections = 0;      // beliefs corrected from GET /slots or a restart
+};
+
+class registry {
+public:
+    registry(std::vector<std::string> backend_names, planner_settings settings);
+
+    // Plans a request and reserves the chosen slot (unless the plan is to wait for it).
+    // allow_wait false: never plan to wait for a busy slot (after a wait that gave up).
+    ticket reserve(const fingerprint* fp, std::string_view model, std::uint64_t request_bytes,
+                   clock::time_point now, bool allow_wait = true);
+    // For a wait_hit ticket: takes the slot if it is idle now. False: still busy.
+    bool try_take(ticket& t, clock::time_point now);
+    // Gives up a reservation without a response (request failed before reaching the slot).
+    void cancel(const ticket& t);
+    // Records the response: what the slot now holds, rates, counters.
+    void complete(const ticket& t, const fingerprint* fp, const std::optional<api::prompt_stats>& s,
+                  clock::time_point now);
+
+    // Observations from the backend monitor.
+    void set_info(int backend, const backend_info& info, bool pinning);
+    void set_healthy(int backend, bool healthy);
+    void reconcile(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
+    void forget_all(int backend); // restart detected: nothing is held any more
+
+    std::vector<backend_view> snapshot() const;
+    counters totals() const;
+    std::optional<backend_info> info(int backend) const;
+    std::vector<std::string> all_models() const;
+    bool knows_models() const; // at least one backend lists model names
+    bool multi_model() const;  // backends serve more than one model file
+
+private:
+    struct backend_state {
+        backend_view view;
+        std::optional<backend_info> info;
+        std::vector<std::uint64_t> reserved_by;  // per slot: ticket id holding it, 0 = none
+        std::vector<bool> outside_busy;          // per slot: processing without our ticket
+        std::size_t unpinned_in_flight = 0;
+        bool rate_learned = false;               // prefill rate observed
+        bool tpb_learned = false;                // tokens per byte observed
+    };
+    void evicted(const std::vector<prefix_level>& levels);
+    slot_view* slot_of(backend_state& b, int id);
+
+    mutable std::mutex mu_;
+    planner_settings settings_;
+    std::vector<backend_state> backends_;
+    std::deque<std::uint64_t> evicted_;
+    std::vector<std::uint64_t> evicted_view_;
+    counters counters_;
+    std::uint64_t next_ticket_ = 1;
+};
+
+}  // namespace warmslot::routing

@@ -1,0 +1,113 @@
+// warmslot's own endpoints: /health, /metrics, and /v1/models across several backends.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "service/pipeline.hpp"
+#include "upstream/llama_client.hpp"
+
+namespace warmslot::service {
+namespace {
+
+constexpr std::chrono::milliseconds probe_timeout{3000};
+
+void counter(std::string& out, std::string_view name, std::string_view help, double value,
+             std::string_view labels = "") {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{} {}\n", name, help, name, name,
+                       labels, value);
+}
+
+}  // namespace
+
+awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
+    auto& pool = *pools_[ex.worker];
+    nlohmann::json backends = nlohmann::json::array();
+    const auto views = reg_.snapshot();
+    bool any_ok = false;
+    for (std::size_t i = 0; i < cfg_.backends.size(); ++i) {
+        const auto& b = cfg_.backends[i];
+        const auto r = co_await upstream::call(pool, b, http::verb::get, "/health", "",
+                                               std::min(cfg_.timeouts.connect, probe_timeout));
+        const char* state = r.status == 200 ? "ok" : r.status == 503 ? "loading" : "unreachable";
+        any_ok = any_ok || r.status == 200;
+        backends.push_back({{"name", b.name}, {"url", b.url}, {"status", state},
+                            {"http_status", r.status}, {"routing", views[i].pinning},
+                            {"slots", views[i].slots.size()}});
+    }
+    nlohmann::json report = {{"status", any_ok ? "ok" : "unavailable"},
+                             {"warmslot", {{"status", "ok"}}},
+                             {"backends", backends}};
+    out.status = any_ok ? 200 : 503;
+    auto ec = co_await http_server::write_json(*ex.client, out.status, report.dump(),
+                                               ex.keep_alive, ex.id, cfg_.timeouts.stream_idle);
+    if (ec) ex.keep_alive = false;
+}
+
+// The union of every backend's /v1/models, each model once.
+awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
+    auto& pool = *pools_[ex.worker];
+    nlohmann::json data = nlohmann::json::array();
+    std::vector<std::string> seen;
+    for (const auto& b : cfg_.backends) {
+        const auto r = co_await upstream::call(pool, b, http::verb::get, "/v1/models", "",
+                                               cfg_.timeouts.connect);
+        const auto list = nlohmann::json::parse(r.body, nullptr, false);
+        if (r.status != 200 || !list.is_object() || !list.contains("data")) continue;
+        for (auto m : list["data"]) {
+            if (!m.is_object() || !m.contains("id") || !m["id"].is_string()) continue;
+            const auto id = m["id"].get<std::string>();
+            if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+            seen.push_back(id);
+            m["owned_by"] = b.name;
+            data.push_back(std::move(m));
+        }
+        for (const auto& name : b.models) {
+            if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+            seen.push_back(name);
+            data.push_back({{"id", name}, {"object", "model"}, {"owned_by", b.name}});
+        }
+    }
+    out.status = 200;
+    nlohmann::json body = {{"object", "list"}, {"data", data}};
+    auto ec = co_await http_server::write_json(*ex.client, 200, body.dump(), ex.keep_alive, ex.id,
+                                               cfg_.timeouts.stream_idle);
+    if (ec) ex.keep_alive = false;
+}
+
+awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
+    const auto c = reg_.totals();
+    std::string text;
+    text += "# HELP warmslot_requests_total Routed requests by planned route.\n"
+            "# TYPE warmslot_requests_total counter\n";
+    for (int r = 0; r <= static_cast<int>(routing::route::pass_through); ++r) {
+        text += fmt::format("warmslot_requests_total{{route=\"{}\"}} {}\n",
+                            routing::name(static_cast<routing::route>(r)), c.requests_by_route[r]);
+    }
+    counter(text, "warmslot_prompt_tokens_processed_total",
+            "Prompt tokens the backends computed for requests through warmslot.",
+            static_cast<double>(c.prompt_tokens_processed));
+    counter(text, "warmslot_prompt_tokens_reused_total",
+            "Prompt tokens the backends reused from their slots.",
+            static_cast<double>(c.prompt_tokens_reused));
+    counter(text, "warmslot_prefill_seconds_saved_total",
+            "Estimated prefill seconds saved: reused tokens over the learned prefill rate.",
+            c.prefill_seconds_saved);
+    counter(text, "warmslot_route_mispredictions_total",
+            "Planned hits where the backend reused less than half the expected tokens.",
+            static_cast<double>(c.mispredictions));
+    counter(text, "warmslot_belief_corrections_total",
+            "Slot beliefs corrected from GET /slots or after a backend restart.",
+            static_cast<double>(c.corrections));
+    http::response<http::string_body> res{http::status::ok, 11};
+    res.set(http::field::content_type, "text/plain; version=0.0.4");
+    res.set("X-Warmslot-Request-Id", ex.id);
+    res.keep_alive(ex.keep_alive);
+    res.body() = std::move(text);
+    res.prepare_payload();
+    out.status = 200;
+    ex.client->expires_after(cfg_.timeouts.stream_idle);
+    auto [ec, n] = co_await http::async_write(*ex.client, res, nothrow);
+    if (ec) ex.keep_alive = false;
+}
+
+}  // namespace warmslot::service

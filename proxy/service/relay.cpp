@@ -1,0 +1,168 @@
+#include "service/relay.hpp"
+
+#include <array>
+#include <string>
+
+#include "api/errors.hpp"
+#include "api/forward_headers.hpp"
+#include "service/pipeline.hpp"
+#include "sse/parser.hpp"
+
+namespace warmslot::service {
+namespace {
+
+constexpr std::uint64_t max_buffered_body = 4 * 1024 * 1024;
+constexpr const char* cached_header = "X-Warmslot-Cached-Tokens";
+constexpr const char* processed_header = "X-Warmslot-Processed-Tokens";
+
+// Watches relayed SSE bytes for llama-server's timings; never changes them.
+class sse_stats {
+public:
+    void feed(const char* data, std::size_t n) {
+        events_.clear();
+        parser_.feed(std::string_view(data, n), events_);
+        for (const auto& e : events_) {
+            if (api::may_carry_stats(e.data)) {
+                if (auto s = api::find_prompt_stats(e.data)) stats = s;
+            }
+        }
+    }
+    std::optional<api::prompt_stats> stats;
+
+private:
+    sse::parser parser_;
+    std::vector<sse::event> events_;
+};
+
+template <typename Message>
+void copy_head(const http::response_header<>& from, Message& to, const header_list& extra,
+               const std::string& request_id) {
+    for (const auto& field : from) {
+        if (api::forward_response_header(std::string_view(field.name_string()))) {
+            to.insert(field.name_string(), field.value());
+        }
+    }
+    for (const auto& [name, value] : extra) to.set(name, value);
+    to.set("X-Warmslot-Request-Id", request_id);
+}
+
+void set_stats(http::fields& f, const std::optional<api::prompt_stats>& s) {
+    if (!s) return;
+    f.set(cached_header, std::to_string(s->cached));
+    f.set(processed_header, std::to_string(s->processed));
+}
+
+// A small non-streamed answer: read it whole, then send it with the cache headers.
+awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& up,
+                               http::response_parser<http::buffer_body>& p, forward_state& st,
+                               outcome& out, const config::config& cfg, const header_list& extra) {
+    http::response_parser<http::string_body> whole{std::move(p)};
+    whole.body_limit(max_buffered_body);
+    up.stream.expires_after(cfg.timeouts.stream_idle);
+    auto [ec, n] = co_await http::async_read(up.stream, up.buffer, whole, nothrow);
+    if (ec) {
+        st.last_error = ec;  // nothing reached the client yet: the caller answers with an error
+        co_return;
+    }
+    auto& in = whole.get();
+    http::response<http::string_body> res{in.result(), 11};
+    copy_head(in.base(), res, extra, ex.id);
+    out.stats = api::may_carry_stats(in.body()) ? api::find_prompt_stats(in.body()) : std::nullopt;
+    set_stats(res.base(), out.stats);
+    res.keep_alive(ex.keep_alive);
+    res.body() = std::move(in.body());
+    res.prepare_payload();
+    out.status = res.result_int();
+    out.bytes_out = res.body().size();
+    st.headers_sent = true;
+    st.upstream_reusable = whole.keep_alive();
+    ex.client->expires_after(cfg.timeouts.stream_idle);
+    std::tie(ec, n) = co_await http::async_write(*ex.client, res, nothrow);
+    if (ec) ex.keep_alive = false;
+}
+
+// Writes one piece of body to the client in the response's framing.
+awaitable<error_code> write_piece(beast::tcp_stream& client, bool chunked, const char* data,
+                                  std::size_t n) {
+    error_code ec;
+    if (chunked) {
+        std::tie(ec, std::ignore) =
+            co_await net::async_write(client, http::make_chunk(net::buffer(data, n)), nothrow);
+    } else {
+        std::tie(ec, std::ignore) = co_await net::async_write(client, net::buffer(data, n), nothrow);
+    }
+    co_return ec;
+}
+
+}  // namespace
+
+awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
+                      http::response_parser<http::buffer_body>& p, forward_state& st,
+                      outcome& out, const config::config& cfg, const header_list& extra) {
+    const auto& head = p.get();
+    const bool sse = head[http::field::content_type].starts_with("text/event-stream");
+    const auto length = p.content_length();
+    if (!sse && length && !p.chunked() && *length <= max_buffered_body) {
+        co_return co_await relay_buffered(ex, up, p, st, out, cfg, extra);
+    }
+    http::response<http::empty_body> res{head.result(), 11};
+    copy_head(head.base(), res, extra, ex.id);
+    const bool chunked = !length || p.chunked();
+    if (chunked) {
+        res.chunked(true);
+        res.set(http::field::trailer, std::string(cached_header) + ", " + processed_header);
+    } else {
+        res.content_length(*length);
+    }
+    res.keep_alive(ex.keep_alive);
+    out.status = res.result_int();
+    out.streamed = sse;
+    http::response_serializer<http::empty_body> sr{res};
+    ex.client->expires_after(cfg.timeouts.stream_idle);
+    auto [wec, wn] = co_await http::async_write_header(*ex.client, sr, nothrow);
+    st.headers_sent = true;
+    if (wec) co_return void(ex.keep_alive = false);
+
+    sse_stats stats;
+    std::array<char, 16 * 1024> buf;
+    error_code rec;
+    while (!p.is_done()) {
+        p.get().body().data = buf.data();
+        p.get().body().size = buf.size();
+        up.stream.expires_after(cfg.timeouts.stream_idle);
+        std::tie(rec, std::ignore) = co_await http::async_read_some(up.stream, up.buffer, p, nothrow);
+        if (rec == http::error::need_buffer) rec = {};
+        const std::size_t got = buf.size() - p.get().body().size;
+        if (got > 0) {
+            if (sse) stats.feed(buf.data(), got);
+            ex.client->expires_after(cfg.timeouts.stream_idle);
+            wec = co_await write_piece(*ex.client, chunked, buf.data(), got);
+            out.bytes_out += got;
+            if (wec) {
+                st.client_gone = true;
+                co_return void(ex.keep_alive = false);
+            }
+        }
+        if (rec) break;
+    }
+    if (rec) {
+        if (st.client_gone) co_return void(ex.keep_alive = false);
+        out.error = rec == beast::error::timeout ? api::error_kind::upstream_timeout
+                                                 : api::error_kind::backend_bad_response;
+        if (!(sse && chunked)) co_return void(ex.keep_alive = false);  // cannot be framed
+        const auto event = api::sse_error_event(*out.error, "the backend failed during the stream: " +
+                                                                rec.message());
+        co_await write_piece(*ex.client, true, event.data(), event.size());
+    }
+    out.stats = stats.stats;
+    if (chunked) {
+        http::fields trailers;
+        set_stats(trailers, out.stats);
+        ex.client->expires_after(cfg.timeouts.stream_idle);
+        std::tie(wec, wn) = co_await net::async_write(*ex.client, http::make_chunk_last(trailers), nothrow);
+        if (wec) ex.keep_alive = false;
+    }
+    st.upstream_reusable = !rec && p.is_done() && p.keep_alive();
+}
+
+}  // namespace warmslot::service

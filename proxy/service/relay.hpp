@@ -1,0 +1,37 @@
+// Relaying one backend response to the client. Internal to the service module.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/timings.hpp"
+#include "config/config.hpp"
+#include "http/server.hpp"
+#include "upstream/pool.hpp"
+
+namespace warmslot::service {
+
+struct outcome;
+
+// Shared between the forwarding coroutine and the client watcher of one exchange.
+struct forward_state {
+    upstream::connection* current = nullptr; // upstream connection in use, if any
+    bool client_gone = false;
+    bool headers_sent = false;
+    bool upstream_reusable = false; // the response was read in full and allows keep-alive
+    error_code last_error;
+};
+
+using header_list = std::vector<std::pair<std::string, std::string>>;
+
+// Relays the response whose headers `p` has read. Small non-streamed bodies are read whole
+// first, so what the cache did goes into response headers; streamed bodies are copied chunk by
+// chunk as they arrive and what the cache did follows as HTTP trailers. `extra` headers (route,
+// slot, backend) go out with the response headers.
+awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
+                      http::response_parser<http::buffer_body>& p, forward_state& st,
+                      outcome& out, const config::config& cfg, const header_list& extra);
+
+}  // namespace warmslot::service

@@ -1,0 +1,24 @@
+// Small requests warmslot itself makes to llama-server (/props, /slots, /v1/models, /health,
+// slot probes), over a worker's pool. Runs on that worker's thread.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "config/config.hpp"
+#include "net/beast.hpp"
+#include "upstream/pool.hpp"
+
+namespace warmslot::upstream {
+
+struct reply {
+    error_code ec;        // transport error; status is 0 then
+    unsigned status = 0;
+    std::string body;
+};
+
+// One request with a whole-response deadline. `body` empty: no body (GET).
+awaitable<reply> call(pool& p, const config::backend& b, http::verb method, std::string target,
+                      std::string body, std::chrono::milliseconds timeout);
+
+}  // namespace warmslot::upstream
