@@ -4,10 +4,10 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build git ca-certificates curl pkg-config
+  build-essential clang cmake ninja-build git ca-certificates curl pkg-config
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev
-  nginx-light
+  nginx-light sqlite3
 )
 # The pinned llama-server and the openai client tests come from npm.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

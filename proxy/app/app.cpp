@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -19,7 +20,7 @@ namespace {
 
 void setup_logging(const config::config& cfg) {
     auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-    for (const char* name : {"warmslot", "http", "access", "routing"}) {
+    for (const char* name : {"warmslot", "http", "access", "routing", "cache"}) {
         if (spdlog::get(name)) continue;
         spdlog::register_logger(std::make_shared<spdlog::logger>(name, sink));
     }
@@ -51,7 +52,9 @@ int run(const config::config& cfg) {
     for (const auto& b : cfg.backends) names.push_back(b.name);
     routing::registry registry(names, planner_settings(cfg.routing));
     service::monitor monitor(cfg, registry, workers.context(0).get_executor());
-    service::pipeline pipeline(cfg, workers, registry);
+    net::thread_pool index_thread(1);  // SQLite work never runs on an I/O worker
+    service::disk_tier disk(cfg, registry, index_thread.get_executor());
+    service::pipeline pipeline(cfg, workers, registry, &disk);
     http_server::server server(cfg, workers,
                                [&pipeline](http_server::exchange& ex) { return pipeline.handle(ex); });
     server.listen();
@@ -72,6 +75,7 @@ int run(const config::config& cfg) {
     monitor.start();
     workers.start();
     workers.join();
+    index_thread.join();
     spdlog::info("stopped");
     return 0;
 }

@@ -227,6 +227,7 @@ class reader {
     timeouts read_timeouts(const entry& e) const;
     log_settings read_log(const entry& e) const;
     routing_settings read_routing(const entry& e) const;
+    cache_settings read_cache(const entry& e) const;
     std::vector<std::string> read_names(const entry& e) const;
 
     std::string source_;
@@ -360,7 +361,12 @@ backend reader::read_backend(const entry& e) const {
                           fail(v.line, v.path, *problem);
                       have_url = true;
                   }},
-                 {"models", [&](const entry& v) { b.models = read_names(v); }}});
+                 {"models", [&](const entry& v) { b.models = read_names(v); }},
+                 {"slot_save_path", [&](const entry& v) {
+                      b.slot_save_path = read_scalar(v, "a directory");
+                      if (b.slot_save_path.empty() || b.slot_save_path.front() != '/')
+                          fail(v.line, v.path, "must be an absolute directory path");
+                  }}});
     if (!have_name) fail(e.line, child_path(e.path, "name"), "is required");
     if (!have_url) fail(e.line, child_path(e.path, "url"), "is required");
     return b;
@@ -489,6 +495,18 @@ routing_settings reader::read_routing(const entry& e) const {
     return out;
 }
 
+cache_settings reader::read_cache(const entry& e) const {
+    cache_settings out;
+    read_map(e, {{"enabled", [&](const entry& v) { out.enabled = read_bool(v); }},
+                 {"max_disk",
+                  [&](const entry& v) { out.max_disk = read_size(v, 1024 * 1024, UINT64_MAX / 2); }},
+                 {"min_prefix_tokens",
+                  [&](const entry& v) { out.min_prefix_tokens = read_count(v, 1, 100'000'000); }},
+                 {"snapshot_after_uses",
+                  [&](const entry& v) { out.snapshot_after_uses = read_count(v, 1, 1'000'000); }}});
+    return out;
+}
+
 config reader::read(const YAML::Node& root) {
     const entry top{root, "", line_of(root, 1)};
     if (!root.IsMap())
@@ -505,6 +523,7 @@ config reader::read(const YAML::Node& root) {
                    {"limits", [&](const entry& v) { c.limits = read_limits(v); }},
                    {"timeouts", [&](const entry& v) { c.timeouts = read_timeouts(v); }},
                    {"routing", [&](const entry& v) { c.routing = read_routing(v); }},
+                   {"cache", [&](const entry& v) { c.cache = read_cache(v); }},
                    {"log", [&](const entry& v) { c.log = read_log(v); }}});
     if (!have_backends) fail(top.line, "backends", "is required; list at least one llama-server");
     return c;

@@ -30,6 +30,8 @@ struct backend {
     std::string host;        // parsed from url
     std::uint16_t port = 0;  // parsed from url (default 80)
     std::vector<std::string> models; // names requests may use for this backend's model
+    std::string slot_save_path;      // the directory given to its --slot-save-path, as seen
+                                     // from warmslot ("" = no disk tier for this backend)
 };
 
 struct limits {
@@ -59,6 +61,14 @@ struct routing_settings {
     millis reconcile_interval{1'000};         // how often GET /slots is compared with beliefs
 };
 
+// The disk tier: prefixes kept as slot files (see docs/config.md, "cache").
+struct cache_settings {
+    bool enabled = true;
+    std::uint64_t max_disk = 50ull * 1024 * 1024 * 1024; // bytes of slot files per directory
+    std::uint64_t min_prefix_tokens = 2048;  // shorter stable prefixes are not snapshotted
+    std::uint64_t snapshot_after_uses = 1;   // snapshot a prefix on its Nth use
+};
+
 struct log_settings {
     std::string level = "info";  // trace, debug, info, warn, error, off
     bool access = true;          // one access line per request
@@ -72,6 +82,7 @@ struct config {
     ::warmslot::config::limits limits;
     ::warmslot::config::timeouts timeouts;
     routing_settings routing;
+    cache_settings cache;
     log_settings log;
 };
 

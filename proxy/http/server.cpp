@@ -92,12 +92,12 @@ awaitable<void> server::accept_loop() {
             socket.close();  // over the limit: refuse at once rather than queue
             continue;
         }
+        ++connections_;  // counted here, not in the session, so the limit holds exactly
         net::co_spawn(ctx, session(std::move(socket), worker), net::detached);
     }
 }
 
 awaitable<void> server::session(tcp::socket socket, std::size_t worker) {
-    ++connections_;
     socket.set_option(tcp::no_delay(true));
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;

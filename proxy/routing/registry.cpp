@@ -43,6 +43,9 @@ ticket registry::reserve(const fingerprint* fp, std::string_view model,
     std::lock_guard lock(mu_);
     std::vector<backend_view> views;
     views.reserve(backends_.size());
+    // A busy slot frees up no sooner than this: a saving smaller than a short wait is not
+    // worth waiting for, even when the running request is already overdue.
+    constexpr auto min_wait = std::chrono::milliseconds(10);
     double rate_sum = 0, tpb_sum = 0;
     int rates = 0, tpbs = 0;
     for (const auto& b : backends_) {
@@ -53,6 +56,9 @@ ticket registry::reserve(const fingerprint* fp, std::string_view model,
     // A backend that has not served yet is assumed to be like the others, so replicas compare
     // on load and content rather than on a default rate.
     for (std::size_t i = 0; i < views.size(); ++i) {
+        for (auto& slot : views[i].slots) {
+            if (slot.busy) slot.busy_until = std::max(slot.busy_until, now + min_wait);
+        }
         if (!backends_[i].rate_learned && rates > 0) views[i].prefill_tokens_per_second = rate_sum / rates;
         if (!backends_[i].tpb_learned && tpbs > 0) views[i].tokens_per_byte = tpb_sum / tpbs;
     }
@@ -198,6 +204,17 @@ void registry::set_info(int backend, const backend_info& info, bool pinning) {
 void registry::set_healthy(int backend, bool healthy) {
     std::lock_guard lock(mu_);
     backends_[static_cast<std::size_t>(backend)].view.healthy = healthy;
+}
+
+void registry::set_held(const ticket& t, std::vector<prefix_level> levels, std::uint64_t tokens) {
+    std::lock_guard lock(mu_);
+    if (t.p.backend < 0 || !t.p.slot) return;
+    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+    auto* s = slot_of(b, *t.p.slot);
+    if (!s) return;
+    if (!s->held.empty() && common_levels(s->held, levels) < s->held.size()) evicted(s->held);
+    s->held = std::move(levels);
+    s->held_tokens = tokens;
 }
 
 void registry::forget_all(int backend) {

@@ -33,6 +33,8 @@ struct backend_info {
     std::string build_info;
     std::string model_path;
     std::vector<std::string> models; // ids from /v1/models and the alias
+    std::string identity;            // what slot files must match to load here (model file,
+                                     // its size and time when visible, build, slots, context)
 };
 
 // One slot as GET /slots shows it.
@@ -73,6 +75,9 @@ public:
     void set_healthy(int backend, bool healthy);
     void reconcile(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
     void forget_all(int backend); // restart detected: nothing is held any more
+    // The slot of a reserved ticket now holds exactly `levels` (`tokens` tokens): after a
+    // restore from disk or a priming, before the request itself runs.
+    void set_held(const ticket& t, std::vector<prefix_level> levels, std::uint64_t tokens);
 
     std::vector<backend_view> snapshot() const;
     counters totals() const;

@@ -134,13 +134,13 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
 awaitable<bool> pipeline::wait_for_slot(routing::ticket& t, forward_state& st) {
     // Waiting longer than recomputing the held prefix would take is not worth it.
     const auto worth = std::chrono::duration_cast<clock::duration>(
-        std::chrono::duration<double>(std::max(0.05, t.saved_prefill_seconds)));
+        std::chrono::duration<double>(std::max(0.005, t.saved_prefill_seconds)));
     const auto limit = std::min<clock::duration>(cfg_.routing.max_wait, worth);
     const auto deadline = clock::now() + limit;
     net::steady_timer timer(co_await net::this_coro::executor);
     while (!st.client_gone && clock::now() < deadline) {
         if (reg_.try_take(t, clock::now())) co_return true;
-        timer.expires_after(std::chrono::milliseconds(5));
+        timer.expires_after(std::chrono::milliseconds(2));
         co_await timer.async_wait(nothrow);
     }
     co_return false;
@@ -181,9 +181,13 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             const auto& b = cfg_.backends[i];
             const bool planned = t.p.backend >= 0 && i == chosen;
             const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
+            if (slot && disk_ && fp && kind == routing::request_kind::chat && body) {
+                out.disk = co_await disk_->prepare(pool, t, *fp, *body);
+            }
             header_list extra = {{"X-Warmslot-Backend", b.name},
                                  {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
                                  {"X-Warmslot-Slot", slot ? std::to_string(*slot) : "-"}};
+            if (const auto d = describe(out.disk); !d.empty()) extra.emplace_back("X-Warmslot-Disk", d);
             out.backend = b.name;
             out.route = extra[1].second;
             out.slot = slot;
@@ -201,6 +205,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                 st.current = nullptr;
                 if (result == attempt::relayed) {
                     if (st.upstream_reusable && !st.client_gone) pool.release(std::move(conn));
+                    if (planned && disk_) disk_->check(t.p.backend, out.disk, out.stats);
                     if (planned) reg_.complete(t, fp ? &*fp : nullptr, out.stats, clock::now());
                     else reg_.cancel(t);
                     co_return;

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "upstream/llama_client.hpp"
 
 namespace warmslot::service {
@@ -29,6 +31,17 @@ std::string base_name(const std::string& path) {
     auto name = path.substr(path.find_last_of("/\\") + 1);
     if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
     return name;
+}
+
+// Size and modification time of the model file when warmslot can see it (same host), so a
+// model replaced under the same name gets new snapshot keys.
+std::string model_file_stamp(const std::string& path) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) return "?";
+    const auto time = std::filesystem::last_write_time(path, ec);
+    if (ec) return std::to_string(size);
+    return std::to_string(size) + "@" + std::to_string(time.time_since_epoch().count());
 }
 
 }  // namespace
@@ -75,7 +88,9 @@ awaitable<bool> monitor::refresh(std::size_t i) {
         info.n_ctx_per_slot = g->value("n_ctx", std::uint64_t{0});
     }
     const std::string identity = info.model_path + "|" + info.build_info + "|" +
-                                 std::to_string(info.total_slots);
+                                 std::to_string(info.total_slots) + "|" +
+                                 std::to_string(info.n_ctx_per_slot);
+    info.identity = identity + "|" + model_file_stamp(info.model_path);
     if (identity != identity_[i]) {
         const json models = parse(co_await upstream::call(pool_, b, http::verb::get, "/v1/models", "", call_timeout));
         info.models = b.models;

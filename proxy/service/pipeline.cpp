@@ -30,8 +30,9 @@ std::string_view bearer_token(std::string_view header) {
 
 }  // namespace
 
-pipeline::pipeline(const config::config& cfg, http_server::workers& w, routing::registry& reg)
-    : cfg_(cfg), reg_(reg) {
+pipeline::pipeline(const config::config& cfg, http_server::workers& w, routing::registry& reg,
+                   disk_tier* disk)
+    : cfg_(cfg), reg_(reg), disk_(disk) {
     for (std::size_t i = 0; i < w.size(); ++i) {
         pools_.push_back(std::make_unique<upstream::pool>(w.context(i).get_executor()));
     }
@@ -125,11 +126,13 @@ void pipeline::log_access(const http_server::exchange& ex, const outcome& out, d
     std::string cache = "-";
     if (out.stats) cache = fmt::format("cached={} processed={}", out.stats->cached,
                                        out.stats->processed);
-    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\" {} bytes={} ms={:.1f}{}{}",
+    const auto disk = describe(out.disk);
+    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{} {} bytes={} ms={:.1f}{}{}",
                        ex.id, std::string_view(req.method_string()), std::string_view(req.target()),
                        out.status, out.backend.empty() ? "-" : out.backend,
                        out.slot ? std::to_string(*out.slot) : "-",
-                       out.route.empty() ? "-" : out.route, cache, out.bytes_out, ms,
+                       out.route.empty() ? "-" : out.route,
+                       disk.empty() ? "" : " disk=\"" + disk + "\"", cache, out.bytes_out, ms,
                        out.error ? fmt::format(" error={}", api::name(*out.error)) : "",
                        out.client_gone ? " client_gone" : "");
 }

@@ -18,6 +18,7 @@
 #include "config/config.hpp"
 #include "http/server.hpp"
 #include "routing/registry.hpp"
+#include "service/disk_tier.hpp"
 #include "upstream/pool.hpp"
 
 namespace warmslot::service {
@@ -33,6 +34,7 @@ struct outcome {
     bool streamed = false;
     std::string route;        // X-Warmslot-Route as sent
     std::optional<int> slot;  // pinned slot
+    disk_action disk;         // what the disk tier did before the request ran
 };
 
 struct forward_state;
@@ -44,7 +46,9 @@ struct rejection {
 
 class pipeline {
 public:
-    pipeline(const config::config& cfg, http_server::workers& w, routing::registry& reg);
+    // `disk` may be null (no disk tier).
+    pipeline(const config::config& cfg, http_server::workers& w, routing::registry& reg,
+             disk_tier* disk = nullptr);
     awaitable<void> handle(http_server::exchange& ex);
 
 private:
@@ -63,6 +67,7 @@ private:
 
     const config::config& cfg_;
     routing::registry& reg_;
+    disk_tier* disk_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
 };
 

@@ -94,6 +94,28 @@ awaitable<error_code> write_piece(beast::tcp_stream& client, bool chunked, const
     co_return ec;
 }
 
+// Parses what is already buffered from the backend into `out`, without any I/O. Returns the
+// body bytes produced; `ec` is set on a framing error.
+std::size_t take_buffered(http::response_parser<http::buffer_body>& p, beast::flat_buffer& in,
+                          std::array<char, 64 * 1024>& out, error_code& ec) {
+    std::size_t produced = 0;
+    while (!p.is_done() && produced < out.size() && in.size() > 0) {
+        p.get().body().data = out.data() + produced;
+        p.get().body().size = out.size() - produced;
+        error_code pec;
+        const std::size_t used = p.put(in.data(), pec);
+        in.consume(used);
+        produced = out.size() - p.get().body().size;
+        if (pec == http::error::need_more || pec == http::error::need_buffer) break;
+        if (pec) {
+            ec = pec;
+            break;
+        }
+        if (used == 0) break;
+    }
+    return produced;
+}
+
 }  // namespace
 
 awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
@@ -124,15 +146,12 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
     if (wec) co_return void(ex.keep_alive = false);
 
     sse_stats stats;
-    std::array<char, 16 * 1024> buf;
+    std::array<char, 64 * 1024> buf;
     error_code rec;
+    p.eager(true);
     while (!p.is_done()) {
-        p.get().body().data = buf.data();
-        p.get().body().size = buf.size();
-        up.stream.expires_after(cfg.timeouts.stream_idle);
-        std::tie(rec, std::ignore) = co_await http::async_read_some(up.stream, up.buffer, p, nothrow);
-        if (rec == http::error::need_buffer) rec = {};
-        const std::size_t got = buf.size() - p.get().body().size;
+        // Everything already received goes out in one write; then wait for more.
+        const std::size_t got = take_buffered(p, up.buffer, buf, rec);
         if (got > 0) {
             if (sse) stats.feed(buf.data(), got);
             ex.client->expires_after(cfg.timeouts.stream_idle);
@@ -143,7 +162,16 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
                 co_return void(ex.keep_alive = false);
             }
         }
-        if (rec) break;
+        if (rec || p.is_done()) break;
+        if (got == buf.size()) continue;  // more may be parsed from what is buffered
+        up.stream.expires_after(cfg.timeouts.stream_idle);
+        auto [ec, n] = co_await up.stream.async_read_some(up.buffer.prepare(64 * 1024), nothrow);
+        up.buffer.commit(n);
+        if (ec == net::error::eof && p.need_eof()) p.put_eof(ec);
+        if (ec) {
+            rec = ec;
+            break;
+        }
     }
     if (rec) {
         if (st.client_gone) co_return void(ex.keep_alive = false);

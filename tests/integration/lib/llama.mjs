@@ -30,13 +30,14 @@ export function postJson(url, body, headers = {}) {
 
 // Starts llama-server on a free loopback port and waits until /health answers 200.
 // Flags default to what warmslot needs: explicit slots, metrics, a slot save directory.
+// `port`: reuse a port (to restart a server where a proxy expects it).
 export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768, extra = [],
-  slotSaveDir, logDir } = {}) {
+  slotSaveDir, logDir, port: fixedPort } = {}) {
   const modelFile = model ?? modelPath(arch);
   const saveDir = slotSaveDir ?? tempDir('slots');
   const dir = logDir ?? tempDir('llama');
   for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort();
+    const port = fixedPort ?? await freePort();
     // slots 0: llama-server's own defaults for slots and context (no -np, no -c).
     const sizing = slots > 0 ? ['-np', String(slots), '-c', String(ctx * slots)] : [];
     const args = ['-m', modelFile, '--host', '127.0.0.1', '--port', String(port), ...sizing,
@@ -50,10 +51,11 @@ export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768
         const r = await fetch(`${url}/health`).catch(() => null);
         return r?.status === 200;
       }, 120000);
-      return { url, port, proc, saveDir, model: modelFile, args, stop: () => proc.stop() };
+      return { url, port, proc, saveDir, model: modelFile, args, arch, slots, ctx, extra,
+        stop: () => proc.stop() };
     } catch (e) {
       await proc.stop('SIGKILL');
-      if (attempt === 2 || proc.running) throw e;
+      if (attempt === 2 || proc.running || fixedPort) throw e;
     }
   }
   throw new Error('unreachable');

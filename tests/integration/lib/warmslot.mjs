@@ -9,7 +9,10 @@ export function warmslotBin() {
 
 export function yamlConfig({ backends, apiKeys = [], extra = '' }) {
   const lines = ['listen: 127.0.0.1:0', 'backends:'];
-  for (const b of backends) lines.push(`  - name: ${b.name}`, `    url: ${b.url}`);
+  for (const b of backends) {
+    lines.push(`  - name: ${b.name}`, `    url: ${b.url}`);
+    if (b.slotSaveDir) lines.push(`    slot_save_path: ${b.slotSaveDir}`);
+  }
   if (apiKeys.length) {
     lines.push('api_keys:');
     for (const k of apiKeys) lines.push(`  - "${k}"`);

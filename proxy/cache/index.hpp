@@ -1,0 +1,95 @@
+// The disk tier's index: which slot files exist, for which backend identity and prefix, and
+// what they are worth. SQLite (WAL), one connection guarded by a mutex: thread-safe, blocking.
+// Call it from the cache thread, never from an I/O worker.
+//
+// Files are written by llama-server itself (POST /slots/{id}?action=save) into a directory that
+// warmslot also sees. A row is inserted only after the save has completed, so a crash never
+// leaves a row pointing at a partial file; open() reconciles rows without files and files
+// without rows.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+struct sqlite3;
+
+namespace warmslot::cache {
+
+struct snapshot {
+    std::string key;       // content address: hash of backend identity + prefix fingerprint
+    std::string identity;  // backend identity (model file, build, slots, context): files never
+                           // load into another
+    std::string file;      // plain file name inside the slot directory ("ws-<key>.bin")
+    std::uint64_t tokens = 0;
+    std::uint64_t bytes = 0;
+    std::int64_t created = 0;    // unix seconds
+    std::int64_t last_used = 0;  // unix seconds
+    std::uint64_t hits = 0;      // successful restores
+    double save_ms = 0;
+    double restore_ms = 0;
+    double prefill_seconds = 0;  // what recomputing it would cost (tokens / learned rate)
+};
+
+class index {
+  public:
+    static constexpr int schema_version = 1;
+
+    // Opens (creating or migrating) the database at `db_path` and reconciles it with the files
+    // in `slot_dir` whose names start with "ws-" and end with ".bin": rows whose file is missing
+    // or has another size are dropped; such files without a row are deleted. Throws
+    // std::runtime_error with a clear message when the database cannot be opened or is newer.
+    index(const std::filesystem::path& db_path, std::filesystem::path slot_dir);
+    ~index();
+    index(const index&) = delete;
+    index& operator=(const index&) = delete;
+
+    std::optional<snapshot> find(const std::string& key) const;
+    // Inserts or replaces the row (after the file is complete on disk). s.file must be
+    // file_name_for(s.key), else std::invalid_argument.
+    void put(const snapshot& s);
+    // Drops the row and deletes its file (corrupt, truncated, or evicted). A missing row or file
+    // is fine; a key that file_name_for rejects throws std::invalid_argument.
+    void drop(const std::string& key);
+    // Records a restore: hits+1, last_used, restore_ms.
+    void touch(const std::string& key, std::int64_t now, double restore_ms);
+
+    // Total bytes of all files in the index.
+    std::uint64_t total_bytes() const;
+
+    // Drops rows (and files) until total_bytes() <= budget: lowest value first, where value is
+    // prefill seconds saved per byte ((hits + 1) * prefill_seconds / bytes), then least recently
+    // used. Keys in `pinned` (files being restored or saved) are never dropped. Returns the
+    // dropped keys.
+    std::vector<std::string> enforce_budget(std::uint64_t budget,
+                                            const std::vector<std::string>& pinned);
+
+    std::vector<snapshot> all() const;
+    const std::filesystem::path& slot_dir() const { return slot_dir_; }
+
+  private:
+    // Helpers below expect mu_ held (or the constructor running).
+    void open();
+    int stored_version() const;
+    void migrate();
+    void reconcile();
+    std::unordered_set<std::string> drop_stale_rows();
+    void delete_unmatched_files(const std::unordered_set<std::string>& kept);
+    void drop_locked(const std::string& key);
+    void exec(const char* sql) const;
+
+    mutable std::mutex mu_;
+    sqlite3* db_ = nullptr;
+    std::filesystem::path db_path_;
+    std::filesystem::path slot_dir_;
+};
+
+// "ws-<key>.bin": the only names warmslot gives slot files. Keys are lower-case hex.
+std::string file_name_for(const std::string& key);
+
+}  // namespace warmslot::cache

@@ -1,0 +1,124 @@
+// Making a snapshot: prime the planned slot with exactly the prefix, save it, index it.
+// The request that follows extends the primed slot, so a snapshot adds no prefill.
+#include <spdlog/spdlog.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "service/disk_prefix.hpp"
+#include "upstream/llama_client.hpp"
+
+namespace warmslot::service {
+namespace {
+
+using nlohmann::json;
+constexpr std::chrono::milliseconds save_timeout{120'000};
+
+std::shared_ptr<spdlog::logger> log() {
+    static auto logger = [] {
+        auto l = spdlog::get("cache");
+        return l ? l : spdlog::default_logger()->clone("cache");
+    }();
+    return logger;
+}
+
+template <typename F>
+auto on_index(net::any_io_executor ex, F f) -> awaitable<decltype(f())> {
+    co_return co_await net::co_spawn(
+        ex, [f = std::move(f)]() -> awaitable<decltype(f())> { co_return f(); },
+        net::use_awaitable);
+}
+
+std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket& t,
+                                           const prefix& p) {
+    disk_action a;
+    const auto& b = cfg_.backends[static_cast<std::size_t>(t.p.backend)];
+    auto* idx = index_for(t.p.backend);
+    const auto tokens = co_await prefix_tokens(pool, t.p.backend, p.messages, *p.body);
+    if (!tokens) {
+        log()->debug("prefix {} is not a token prefix of its request: no snapshot", p.key);
+        co_return a;
+    }
+    // The slot now gets exactly the prefix: what the request would compute first anyway.
+    json prime = {{"prompt", *tokens}, {"n_predict", 1}, {"id_slot", *t.p.slot},
+                  {"cache_prompt", true}, {"temperature", 0}};
+    const auto primed = co_await upstream::call(pool, b, http::verb::post, "/completion",
+                                                prime.dump(), cfg_.timeouts.upstream_response);
+    if (primed.ec || primed.status != 200) {
+        reg_.set_held(t, {}, 0);
+        co_return a;
+    }
+    reg_.set_held(t, p.levels, tokens->size());
+    {
+        std::lock_guard lock(mu_);
+        busy_keys_.insert(p.key);
+    }
+    const std::string file = cache::file_name_for(p.key);
+    const std::string target = fmt::format("/slots/{}?action=save", *t.p.slot);
+    const json save = {{"filename", file}};
+    auto saved = co_await upstream::call(pool, b, http::verb::post, target, save.dump(), save_timeout);
+    if (saved.status != 200) {
+        // Perhaps the disk is full: make room once and try again, else go without a snapshot.
+        const std::uint64_t need = tokens->size() * 2048;
+        co_await on_index(index_ex_, [this, idx, need] {
+            const auto total = idx->total_bytes();
+            std::lock_guard lock(mu_);
+            return idx->enforce_budget(total > need ? total - need : 0,
+                                       {busy_keys_.begin(), busy_keys_.end()});
+        });
+        saved = co_await upstream::call(pool, b, http::verb::post, target, save.dump(), save_timeout);
+    }
+    const json reply = saved.status == 200 ? json::parse(saved.body, nullptr, false) : json();
+    if (reply.is_object()) {
+        cache::snapshot s;
+        s.key = p.key;
+        s.identity = reg_.info(t.p.backend)->identity;
+        s.file = file;
+        s.tokens = reply.value("n_saved", std::uint64_t{0});
+        s.bytes = reply.value("n_written", std::uint64_t{0});
+        s.created = s.last_used = unix_now();
+        if (auto tm = reply.find("timings"); tm != reply.end() && tm->is_object()) {
+            s.save_ms = tm->value("save_ms", 0.0);
+        }
+        const auto views = reg_.snapshot();
+        s.prefill_seconds = static_cast<double>(s.tokens) /
+            std::max(1.0, views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second);
+        co_await on_index(index_ex_, [this, idx, s] {
+            idx->put(s);
+            std::lock_guard lock(mu_);
+            return idx->enforce_budget(cfg_.cache.max_disk, {busy_keys_.begin(), busy_keys_.end()});
+        });
+        a.what = disk_action::kind::snapshotted;
+        a.tokens = s.tokens;
+        a.key = p.key;
+    } else {
+        log()->warn("saving slot {} of {} failed ({}): going on without a snapshot", *t.p.slot,
+                    b.name, saved.ec ? saved.ec.message() : std::to_string(saved.status));
+    }
+    std::lock_guard lock(mu_);
+    busy_keys_.erase(p.key);
+    co_return a;
+}
+
+void disk_tier::check(int backend, const disk_action& a, const std::optional<api::prompt_stats>& s) {
+    if (a.what != disk_action::kind::restored || !s || a.tokens == 0) return;
+    if (static_cast<std::uint64_t>(s->cached) * 2 >= a.tokens) return;
+    std::lock_guard lock(mu_);
+    auto flag = restore_broken_[static_cast<std::size_t>(backend)];
+    if (flag) return;
+    restore_broken_[static_cast<std::size_t>(backend)] = true;
+    log()->warn("backend {}: a restored prefix of {} tokens saved only {} tokens; this model or "
+                "its flags cannot resume from a slot file (a sliding-window model needs "
+                "--swa-full). Restores there are stopped.",
+                cfg_.backends[static_cast<std::size_t>(backend)].name, a.tokens, s->cached);
+}
+
+}  // namespace warmslot::service

@@ -1,0 +1,214 @@
+#include "service/disk_prefix.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+#include <chrono>
+
+#include "upstream/llama_client.hpp"
+
+namespace warmslot::service {
+namespace {
+
+using nlohmann::json;
+constexpr std::chrono::milliseconds slot_call_timeout{120'000};
+
+std::shared_ptr<spdlog::logger> log() {
+    static auto logger = [] {
+        auto l = spdlog::get("cache");
+        return l ? l : spdlog::default_logger()->clone("cache");
+    }();
+    return logger;
+}
+
+std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+json parse_ok(const upstream::reply& r) {
+    if (r.ec || r.status != 200) return json();
+    return json::parse(r.body, nullptr, false);
+}
+
+// Runs blocking index work on the index thread and resumes on the caller's worker.
+template <typename F>
+auto on_index(net::any_io_executor ex, F f) -> awaitable<decltype(f())> {
+    co_return co_await net::co_spawn(
+        ex, [f = std::move(f)]() -> awaitable<decltype(f())> { co_return f(); },
+        net::use_awaitable);
+}
+
+}  // namespace
+
+std::string describe(const disk_action& a) {
+    switch (a.what) {
+        case disk_action::kind::none: return "";
+        case disk_action::kind::restored: return fmt::format("restored {} tokens", a.tokens);
+        case disk_action::kind::snapshotted: return fmt::format("snapshot {} tokens", a.tokens);
+        case disk_action::kind::restore_failed: return "restore failed, recomputed";
+    }
+    return "";
+}
+
+disk_tier::disk_tier(const config::config& cfg, routing::registry& reg,
+                     net::any_io_executor index_ex)
+    : cfg_(cfg), reg_(reg), index_ex_(std::move(index_ex)),
+      restore_broken_(cfg.backends.size(), false) {
+    if (!cfg.cache.enabled) return;
+    for (const auto& b : cfg.backends) {
+        if (b.slot_save_path.empty() || indexes_.count(b.slot_save_path)) continue;
+        const std::filesystem::path dir(b.slot_save_path);
+        indexes_[b.slot_save_path] =
+            std::make_unique<cache::index>(dir / "warmslot-index.sqlite", dir);
+    }
+}
+
+cache::index* disk_tier::index_for(int backend) const {
+    const auto& dir = cfg_.backends[static_cast<std::size_t>(backend)].slot_save_path;
+    auto it = indexes_.find(dir);
+    return it == indexes_.end() ? nullptr : it->second.get();
+}
+
+bool disk_tier::enabled_for(int backend) const {
+    return backend >= 0 && index_for(backend) != nullptr;
+}
+
+// The part before the final user turn, when it is long enough to be worth a file.
+std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
+                                                          const routing::fingerprint& fp,
+                                                          const json& body) {
+    const std::size_t stable = fp.stable_levels;
+    if (stable == 0 || stable > fp.levels.size()) return std::nullopt;
+    const auto views = reg_.snapshot();
+    const auto info = reg_.info(backend);
+    if (!info || info->identity.empty()) return std::nullopt;
+    const double tokens = static_cast<double>(fp.levels[stable - 1].bytes) *
+                          views[static_cast<std::size_t>(backend)].tokens_per_byte;
+    if (tokens < static_cast<double>(cfg_.cache.min_prefix_tokens)) return std::nullopt;
+    prefix p;
+    p.levels.assign(fp.levels.begin(), fp.levels.begin() + static_cast<std::ptrdiff_t>(stable));
+    const std::string address = info->identity + "\n" + std::to_string(p.levels.back().hash);
+    p.key = fmt::format("{:016x}", XXH3_64bits(address.data(), address.size()));
+    const auto& messages = body["messages"];
+    p.messages = json::array();
+    for (std::size_t i = 0; i < stable; ++i) p.messages.push_back(messages[i]);
+    p.body = &body;
+    return p;
+}
+
+awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket& t,
+                                          const routing::fingerprint& fp, const json& body) {
+    disk_action none;
+    if (!t.p.slot || !enabled_for(t.p.backend)) co_return none;
+    auto p = stable_prefix(t.p.backend, fp, body);
+    if (!p || t.p.matched_levels >= p->levels.size()) co_return none;  // the slot holds it
+    auto* idx = index_for(t.p.backend);
+    try {
+        auto found = co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });
+        const bool broken = restore_broken_[static_cast<std::size_t>(t.p.backend)];
+        if (found && !broken) {
+            // Restored, or failed and dropped: either way the request runs now; a failed file
+            // is replaced by a fresh snapshot on the next use.
+            co_return co_await restore(pool, t, *p, *found);
+        }
+        std::uint64_t uses = 0;
+        {
+            std::lock_guard lock(mu_);
+            uses = ++uses_[p->key];
+        }
+        if (found || broken || uses < cfg_.cache.snapshot_after_uses) co_return none;
+        co_return co_await snapshot(pool, t, *p);
+    } catch (const std::exception& e) {
+        log()->warn("disk tier skipped for this request: {}", e.what());
+    }
+    co_return none;
+}
+
+awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket& t,
+                                          const prefix& p, const cache::snapshot& s) {
+    const auto& b = cfg_.backends[static_cast<std::size_t>(t.p.backend)];
+    auto* idx = index_for(t.p.backend);
+    const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
+    json request = {{"filename", s.file}};
+    {
+        std::lock_guard lock(mu_);
+        busy_keys_.insert(p.key);
+    }
+    const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
+                                           slot_call_timeout);
+    {
+        std::lock_guard lock(mu_);
+        busy_keys_.erase(p.key);
+    }
+    const json reply = parse_ok(r);
+    disk_action a;
+    a.key = p.key;
+    if (!reply.is_object()) {
+        // llama-server answers 400 and wipes the slot when a file does not load.
+        log()->warn("restoring {} into {} slot {} failed ({}): file dropped, recomputing", s.file,
+                    b.name, *t.p.slot, r.ec ? r.ec.message() : std::to_string(r.status));
+        reg_.set_held(t, {}, 0);
+        co_await on_index(index_ex_, [idx, key = p.key] { idx->drop(key); return true; });
+        a.what = disk_action::kind::restore_failed;
+        co_return a;
+    }
+    a.what = disk_action::kind::restored;
+    a.tokens = reply.value("n_restored", std::uint64_t{0});
+    double ms = 0;
+    if (auto tm = reply.find("timings"); tm != reply.end() && tm->is_object()) {
+        ms = tm->value("restore_ms", 0.0);
+    }
+    reg_.set_held(t, p.levels, a.tokens);
+    co_await on_index(index_ex_, [idx, key = p.key, ms] {
+        idx->touch(key, unix_now(), ms);
+        return true;
+    });
+    co_return a;
+}
+
+// Render the prefix and the whole request the way the chat endpoint does, and keep the prefix
+// only when its tokens are a prefix of the request's tokens (a template may render a message
+// differently once more follow it, and a tokenizer may merge across the cut).
+awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::pool& pool,
+                                                                    int backend,
+                                                                    const json& messages,
+                                                                    const json& body) {
+    const auto& b = cfg_.backends[static_cast<std::size_t>(backend)];
+    json part = body;
+    part.erase("stream");
+    part["messages"] = messages;
+    part["add_generation_prompt"] = false;
+    json whole = body;
+    whole.erase("stream");
+    const json p_text = parse_ok(co_await upstream::call(pool, b, http::verb::post,
+                                                         "/apply-template", part.dump(),
+                                                         slot_call_timeout));
+    const json f_text = parse_ok(co_await upstream::call(pool, b, http::verb::post,
+                                                         "/apply-template", whole.dump(),
+                                                         slot_call_timeout));
+    if (!p_text.contains("prompt") || !f_text.contains("prompt")) co_return std::nullopt;
+    const auto prefix_text = p_text["prompt"].get<std::string>();
+    const auto full_text = f_text["prompt"].get<std::string>();
+    if (!full_text.starts_with(prefix_text)) co_return std::nullopt;
+    std::vector<std::vector<int>> tokens;
+    for (const auto* text : {&prefix_text, &full_text}) {
+        json req = {{"content", *text}, {"add_special", true}, {"parse_special", true}};
+        const json r = parse_ok(co_await upstream::call(pool, b, http::verb::post, "/tokenize",
+                                                        req.dump(), slot_call_timeout));
+        if (!r.contains("tokens") || !r["tokens"].is_array()) co_return std::nullopt;
+        tokens.push_back(r["tokens"].get<std::vector<int>>());
+    }
+    const auto& p = tokens[0];
+    const auto& f = tokens[1];
+    if (p.empty() || p.size() >= f.size() || !std::equal(p.begin(), p.end(), f.begin())) {
+        co_return std::nullopt;
+    }
+    co_return p;
+}
+
+}  // namespace warmslot::service

@@ -1,0 +1,78 @@
+// The disk tier: keeps long stable prefixes (system prompt and documents, the part before the
+// final user turn) as llama-server slot files that hold exactly that prefix, and restores them
+// into the slot a request was planned on when no slot holds its prefix any more.
+//
+// A file holding exactly a prefix P restores usefully on every model kind, hybrid ones included
+// (llama-server.md section 4): the request P + question then extends it. Files are named by a
+// content address of (backend identity, prefix fingerprint), so a file never loads into another
+// model. The SQLite index runs on its own thread; the slot calls run on the request's worker.
+// Nothing here ever fails a client request: every problem falls back to recomputing.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "cache/index.hpp"
+#include "config/config.hpp"
+#include "net/beast.hpp"
+#include "routing/registry.hpp"
+#include "upstream/pool.hpp"
+
+namespace warmslot::service {
+
+// What prepare() did for one request: reported in headers and the access log, checked after.
+struct disk_action {
+    enum class kind { none, restored, snapshotted, restore_failed } what = kind::none;
+    std::uint64_t tokens = 0;  // tokens restored or primed
+    std::string key;
+};
+std::string describe(const disk_action& a);
+
+class disk_tier {
+public:
+    // Opens one index per distinct slot directory (may throw at start-up).
+    disk_tier(const config::config& cfg, routing::registry& reg, net::any_io_executor index_ex);
+
+    bool enabled_for(int backend) const;
+
+    // Before a chat request pinned to a slot runs: restore its stable prefix from disk when the
+    // slot does not hold it, or prime the slot with exactly that prefix and save it when it is
+    // long enough and not on disk yet.
+    awaitable<disk_action> prepare(upstream::pool& pool, routing::ticket& t,
+                                   const routing::fingerprint& fp, const nlohmann::json& body);
+
+    // After the response: a restore that saved nothing means this backend cannot restore
+    // usefully (e.g. a sliding-window model without --swa-full); restores stop there.
+    void check(int backend, const disk_action& a, const std::optional<api::prompt_stats>& s);
+
+private:
+    struct prefix;  // service/disk_prefix.hpp
+    std::optional<prefix> stable_prefix(int backend, const routing::fingerprint& fp,
+                                        const nlohmann::json& body);
+    awaitable<disk_action> restore(upstream::pool& pool, routing::ticket& t, const prefix& p,
+                                   const cache::snapshot& s);
+    awaitable<disk_action> snapshot(upstream::pool& pool, routing::ticket& t, const prefix& p);
+    awaitable<std::optional<std::vector<int>>> prefix_tokens(upstream::pool& pool, int backend,
+                                                             const nlohmann::json& messages,
+                                                             const nlohmann::json& body);
+    cache::index* index_for(int backend) const;
+
+    const config::config& cfg_;
+    routing::registry& reg_;
+    net::any_io_executor index_ex_;
+    std::map<std::string, std::unique_ptr<cache::index>> indexes_;  // by slot directory
+    mutable std::mutex mu_;
+    std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)
+    std::set<std::string> busy_keys_;              // being saved or restored: never evicted
+    std::vector<bool> restore_broken_;             // per backend
+};
+
+}  // namespace warmslot::service
