@@ -19,11 +19,14 @@ async function ask(question) {
   const ms = performance.now() - t0;
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${JSON.stringify(body)}`);
   const t = body.timings ?? {};
-  console.log(`  "${question}" -> HTTP ${res.status} via backend ${res.headers.get('x-warmslot-backend')}: ` +
-    `${t.prompt_n} prompt tokens processed, ${t.cache_n} reused from the cache, ${ms.toFixed(0)} ms`);
+  const h = (name) => res.headers.get(`x-warmslot-${name}`);
+  console.log(`  "${question}" -> HTTP ${res.status}, backend ${h('backend')} slot ${h('slot')}, ` +
+    `route: ${h('route')}${h('disk') ? `, disk: ${h('disk')}` : ''}\n` +
+    `      ${t.prompt_n} prompt tokens processed, ${t.cache_n} reused from the cache, ${ms.toFixed(0)} ms`);
 }
 
 console.log(`\nA document of ${doc.length} bytes and two questions through ${base}:`);
 await ask('Which items does the ledger record?');
 await ask('On which line is the ledger first mentioned?');
-console.log('The second question reuses the document the first one left in the slot.');
+console.log('The second question reuses the document the first one left in its slot; the first one\n' +
+  'also saved that document to disk as a slot file, so it survives a llama-server restart.');

@@ -52,6 +52,7 @@ listen: $listen
 backends:
   - name: local
     url: http://127.0.0.1:$port
+    slot_save_path: $work/slots
 YAML
 fi
 
