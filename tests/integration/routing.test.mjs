@@ -95,7 +95,7 @@ test('a third document evicts the cheapest prefix, and the route says why', { ti
   }
 });
 
-test('a request for a busy slot waits for it instead of pinning it', { timeout: 300000 }, async () => {
+test('a request for a busy slot never pins it: it waits for it or takes another slot', { timeout: 300000 }, async () => {
   const llama = await startLlama({ arch: 'llama', slots: 3, ctx: 16384 });
   const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url }], extra: fastReconcile });
   try {
@@ -103,17 +103,24 @@ test('a request for a busy slot waits for it instead of pinning it', { timeout: 
     const first = await ask(ws, docs[0], 'Warm up A.');
     const res = await fetch(`${ws.url}/v1/chat/completions`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(chat(docs[0], 'Long answer about A.', { stream: true, max_tokens: 400 })),
+      body: JSON.stringify(chat(docs[0], 'Answer about A.', { stream: true, max_tokens: 40 })),
     });
+    // The stream's headers arrive when its task has started: the slot is busy from here on.
     assert.equal(res.headers.get('x-warmslot-slot'), first.slot);
-    let streamEnd = 0;
-    const streaming = readSse(res, () => { streamEnd = Date.now(); });
+    let events = 0;
+    const streaming = readSse(res, () => { events += 1; });
     const second = await ask(ws, docs[0], 'Short question about A while it is busy.');
     await streaming;
-    assert.equal(second.slot, first.slot);
-    assert.match(second.route, /^hit; waited_ms=\d+/);
-    assert.ok(second.processed <= hitBound('llama'));
-    assert.ok(streamEnd > 0);
+    assert.ok(events > 1, 'the busy request completed');
+    // Which of the two the planner chooses depends on the prefill saved against the expected
+    // wait (unit-tested in planner_test); here the invariant: never pinned while busy.
+    if (second.slot === first.slot) {
+      // A plain "hit" only if the stream had ended in warmslot before the second was planned.
+      assert.match(second.route, /^hit(; waited_ms=\d+)?$/);
+      assert.ok(second.processed <= hitBound('llama'));
+    } else {
+      assert.equal(second.route, 'miss; reason=slot_busy');
+    }
   } finally {
     await ws.stop();
     await llama.stop();
