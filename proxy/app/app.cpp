@@ -34,6 +34,7 @@ routing::planner_settings planner_settings(const config::routing_settings& r) {
     s.short_request_tokens = r.short_request_tokens;
     s.long_segment_tokens = r.long_segment_tokens;
     s.scratch_slot = r.scratch_slot;
+    s.scratch_min_slots = r.scratch_min_slots;
     s.max_wait_seconds = std::chrono::duration<double>(r.max_wait).count();
     return s;
 }

@@ -489,6 +489,8 @@ routing_settings reader::read_routing(const entry& e) const {
                  {"long_segment_tokens",
                   [&](const entry& v) { out.long_segment_tokens = read_count(v, 1, 10'000'000); }},
                  {"scratch_slot", [&](const entry& v) { out.scratch_slot = read_bool(v); }},
+                 {"scratch_min_slots",
+                  [&](const entry& v) { out.scratch_min_slots = read_count(v, 2, 4096); }},
                  {"max_wait", [&](const entry& v) { out.max_wait = read_duration(v); }},
                  {"reconcile_interval",
                   [&](const entry& v) { out.reconcile_interval = read_duration(v); }}});

@@ -56,7 +56,8 @@ struct routing_settings {
     bool enabled = true;                      // false: pass through, llama-server picks slots
     std::uint64_t short_request_tokens = 1000; // below this, with no long segment: a one-off
     std::uint64_t long_segment_tokens = 512;  // a message this long makes a request valuable
-    bool scratch_slot = true;                 // keep one slot per backend for one-offs
+    bool scratch_slot = true;                 // keep one slot per backend for one-offs...
+    std::uint64_t scratch_min_slots = 3;      // ...when it has at least this many slots
     millis max_wait{600'000};                 // longest wait for a busy slot holding a prefix
     millis reconcile_interval{1'000};         // how often GET /slots is compared with beliefs
 };

@@ -60,6 +60,10 @@ slot_match match_slot(const slot_view& s, const fingerprint& request, const back
 
 bool is_empty(const slot_view& s) { return s.held_tokens == 0 && s.held.empty(); }
 
+std::size_t empty_slots(const backend_view& b) {
+    return static_cast<std::size_t>(std::count_if(b.slots.begin(), b.slots.end(), is_empty));
+}
+
 // What overwriting the slot throws away, per future use.
 double held_value(const slot_view& s, const backend_view& b) {
     const double tokens = s.held_tokens > 0 ? static_cast<double>(s.held_tokens)
@@ -191,6 +195,10 @@ bool better(const option& a, const option& b) {
         const slot_view& sb = b.ctx->view->slots[b.slot];
         if (better_victim(sa, *a.ctx->view, sb, *b.ctx->view)) return true;
         if (better_victim(sb, *b.ctx->view, sa, *a.ctx->view)) return false;
+        // Equal victims: the backend with more room, so new prefixes spread over replicas.
+        const auto ea = empty_slots(*a.ctx->view);
+        const auto eb = empty_slots(*b.ctx->view);
+        if (ea != eb) return ea > eb;
     }
     return a.ctx->view->in_flight < b.ctx->view->in_flight;
 }
@@ -302,7 +310,9 @@ bool serves(const backend_view& b, std::string_view model) noexcept {
 }
 
 bool is_scratch(const backend_view& b, const slot_view& s, const planner_settings& settings) {
-    if (!settings.scratch_slot || b.slots.size() < 2) return false;
+    if (!settings.scratch_slot || b.slots.size() < std::max<std::size_t>(2, settings.scratch_min_slots)) {
+        return false;
+    }
     const bool marked =
         std::any_of(b.slots.begin(), b.slots.end(), [](const slot_view& v) { return v.scratch; });
     if (marked) return s.scratch;

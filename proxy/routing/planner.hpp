@@ -43,6 +43,7 @@ struct planner_settings {
     std::uint64_t short_request_tokens = 1000; // below this (and no long segment): a one-off
     std::uint64_t long_segment_tokens = 512;   // a segment this long makes a request valuable
     bool scratch_slot = true;                  // keep the last slot for one-offs when slots >= 2
+    std::size_t scratch_min_slots = 2;         // backends with fewer slots keep no scratch slot
     double max_wait_seconds = 600;             // never plan to wait longer than this for a slot
 };
 
