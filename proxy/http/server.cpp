@@ -1,6 +1,6 @@
 #include "http/server.hpp"
 
-#include <spdlog/spdlog.h>
+#include "util/log.hpp"
 
 #include <fmt/format.h>
 
@@ -12,10 +12,7 @@ namespace warmslot::http_server {
 namespace {
 
 std::shared_ptr<spdlog::logger> log() {
-    static auto logger = [] {
-        auto l = spdlog::get("http");
-        return l ? l : spdlog::default_logger()->clone("http");
-    }();
+    static auto logger = util::module_logger("http");
     return logger;
 }
 

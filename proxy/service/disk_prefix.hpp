@@ -3,9 +3,35 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+
 #include "service/disk_tier.hpp"
+#include "util/log.hpp"
 
 namespace warmslot::service {
+
+namespace disk_detail {
+
+inline std::shared_ptr<spdlog::logger> log() {
+    static auto logger = util::module_logger("cache");
+    return logger;
+}
+
+inline std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// Runs blocking index work on the index thread and resumes on the caller's worker.
+template <typename F>
+auto on_index(net::any_io_executor ex, F f) -> awaitable<decltype(f())> {
+    co_return co_await net::co_spawn(
+        ex, [f = std::move(f)]() -> awaitable<decltype(f())> { co_return f(); },
+        net::use_awaitable);
+}
+
+}  // namespace disk_detail
 
 struct disk_tier::prefix {
     std::string key;                          // content address: identity + fingerprint

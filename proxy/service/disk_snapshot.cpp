@@ -1,6 +1,6 @@
 // Making a snapshot: prime the planned slot with exactly the prefix, save it, index it.
 // The request that follows extends the primed slot, so a snapshot adds no prefill.
-#include <spdlog/spdlog.h>
+#include "util/log.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -9,31 +9,12 @@
 #include "upstream/llama_client.hpp"
 
 namespace warmslot::service {
+using namespace disk_detail;
+
 namespace {
 
 using nlohmann::json;
 constexpr std::chrono::milliseconds save_timeout{120'000};
-
-std::shared_ptr<spdlog::logger> log() {
-    static auto logger = [] {
-        auto l = spdlog::get("cache");
-        return l ? l : spdlog::default_logger()->clone("cache");
-    }();
-    return logger;
-}
-
-template <typename F>
-auto on_index(net::any_io_executor ex, F f) -> awaitable<decltype(f())> {
-    co_return co_await net::co_spawn(
-        ex, [f = std::move(f)]() -> awaitable<decltype(f())> { co_return f(); },
-        net::use_awaitable);
-}
-
-std::int64_t unix_now() {
-    return std::chrono::duration_cast<std::chrono::seconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 #include "service/disk_prefix.hpp"
 
-#include <spdlog/spdlog.h>
+#include "util/log.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,36 +11,16 @@
 #include "upstream/llama_client.hpp"
 
 namespace warmslot::service {
+using namespace disk_detail;
+
 namespace {
 
 using nlohmann::json;
 constexpr std::chrono::milliseconds slot_call_timeout{120'000};
 
-std::shared_ptr<spdlog::logger> log() {
-    static auto logger = [] {
-        auto l = spdlog::get("cache");
-        return l ? l : spdlog::default_logger()->clone("cache");
-    }();
-    return logger;
-}
-
-std::int64_t unix_now() {
-    return std::chrono::duration_cast<std::chrono::seconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
 json parse_ok(const upstream::reply& r) {
     if (r.ec || r.status != 200) return json();
     return json::parse(r.body, nullptr, false);
-}
-
-// Runs blocking index work on the index thread and resumes on the caller's worker.
-template <typename F>
-auto on_index(net::any_io_executor ex, F f) -> awaitable<decltype(f())> {
-    co_return co_await net::co_spawn(
-        ex, [f = std::move(f)]() -> awaitable<decltype(f())> { co_return f(); },
-        net::use_awaitable);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "service/monitor.hpp"
 
-#include <spdlog/spdlog.h>
+#include "util/log.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -15,10 +15,7 @@ using nlohmann::json;
 constexpr std::chrono::milliseconds call_timeout{5000};
 
 std::shared_ptr<spdlog::logger> log() {
-    static auto logger = [] {
-        auto l = spdlog::get("routing");
-        return l ? l : spdlog::default_logger()->clone("routing");
-    }();
+    static auto logger = util::module_logger("routing");
     return logger;
 }
 

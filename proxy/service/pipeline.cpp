@@ -1,6 +1,6 @@
 #include "service/pipeline.hpp"
 
-#include <spdlog/spdlog.h>
+#include "util/log.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -13,10 +13,7 @@ namespace warmslot::service {
 namespace {
 
 std::shared_ptr<spdlog::logger> access_log() {
-    static auto logger = [] {
-        auto l = spdlog::get("access");
-        return l ? l : spdlog::default_logger()->clone("access");
-    }();
+    static auto logger = util::module_logger("access");
     return logger;
 }
 
