@@ -71,7 +71,7 @@ ticket registry::reserve(const fingerprint* fp, std::string_view model,
     in.now = now;
     in.recently_evicted = &evicted_view_;
     ticket t;
-    t.p = choose(in);
+    t.p = prefer_previous_backend(in, views, choose(in));
     t.id = next_ticket_++;
     t.request_bytes = request_bytes;
     if (t.p.backend < 0) return t;
@@ -166,7 +166,7 @@ void registry::complete(const ticket& t, const fingerprint* fp,
     slot.busy = b.reserved_by[i] != 0 || b.outside_busy[i];
     std::vector<prefix_level> now_held = fp ? fp->levels : std::vector<prefix_level>{};
     if (!slot.held.empty() && common_levels(slot.held, now_held) < slot.held.size()) {
-        evicted(slot.held);
+        evicted(b, slot.held);
     }
     slot.recent_hits = decayed(slot.recent_hits, slot.last_use, now);
     if (s->cached > 0 && t.p.matched_levels > 0) slot.recent_hits += 1;
@@ -176,12 +176,36 @@ void registry::complete(const ticket& t, const fingerprint* fp,
     slot.last_use = now;
 }
 
-void registry::evicted(const std::vector<prefix_level>& levels) {
+void registry::evicted(backend_state& b, const std::vector<prefix_level>& levels) {
     for (const auto& l : levels) {
         evicted_.push_back(l.hash);
         if (evicted_.size() > max_evicted) evicted_.pop_front();
+        b.evicted.push_back(l.hash);
+        if (b.evicted.size() > max_evicted) b.evicted.pop_front();
     }
     evicted_view_.assign(evicted_.begin(), evicted_.end());
+}
+
+// A miss goes back to the backend that held the prefix last, when it has an idle slot: its
+// RAM cache (or slot directory) may still have the prefix, and documents stop bouncing between
+// replicas.
+plan registry::prefer_previous_backend(const plan_input& in, const std::vector<backend_view>& views,
+                                       plan p) const {
+    const bool miss = p.why == route::miss_new_prefix || p.why == route::miss_evicted;
+    if (!miss || !in.request || in.request->levels.empty() || p.backend < 0) return p;
+    const auto first = in.request->levels.front().hash;
+    for (std::size_t i = 0; i < backends_.size(); ++i) {
+        if (static_cast<int>(i) == p.backend) continue;
+        const auto& ev = backends_[i].evicted;
+        if (std::find(ev.begin(), ev.end(), first) == ev.end()) continue;
+        std::vector<backend_view> only = views;
+        for (std::size_t j = 0; j < only.size(); ++j) only[j].healthy = only[j].healthy && j == i;
+        plan_input again = in;
+        again.backends = &only;
+        const plan q = choose(again);
+        if (q.backend == static_cast<int>(i) && q.slot) return q;
+    }
+    return p;
 }
 
 void registry::set_info(int backend, const backend_info& info, bool pinning) {
@@ -212,7 +236,7 @@ void registry::set_held(const ticket& t, std::vector<prefix_level> levels, std::
     auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
     auto* s = slot_of(b, *t.p.slot);
     if (!s) return;
-    if (!s->held.empty() && common_levels(s->held, levels) < s->held.size()) evicted(s->held);
+    if (!s->held.empty() && common_levels(s->held, levels) < s->held.size()) evicted(b, s->held);
     s->held = std::move(levels);
     s->held_tokens = tokens;
 }
@@ -246,7 +270,7 @@ void registry::reconcile(int backend, const std::vector<observed_slot>& slots,
             // Someone else used the slot, the server cleared it, or it restarted.
             if (!s->held.empty()) {
                 ++counters_.corrections;
-                evicted(s->held);
+                evicted(b, s->held);
             }
             s->held.clear();
             s->held_tokens = tokens;

@@ -93,10 +93,14 @@ private:
         std::vector<std::uint64_t> reserved_by;  // per slot: ticket id holding it, 0 = none
         std::vector<bool> outside_busy;          // per slot: processing without our ticket
         std::size_t unpinned_in_flight = 0;
+        std::deque<std::uint64_t> evicted;       // level hashes this backend held lately (its
+                                                 // RAM cache or disk may still have them)
         bool rate_learned = false;               // prefill rate observed
         bool tpb_learned = false;                // tokens per byte observed
     };
-    void evicted(const std::vector<prefix_level>& levels);
+    void evicted(backend_state& b, const std::vector<prefix_level>& levels);
+    plan prefer_previous_backend(const plan_input& in, const std::vector<backend_view>& views,
+                                 plan p) const;
     slot_view* slot_of(backend_state& b, int id);
 
     mutable std::mutex mu_;

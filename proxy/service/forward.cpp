@@ -198,6 +198,12 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                     break;
                 }
                 st.current = conn.get();
+                st.completed = false;
+                st.on_complete = [&, planned](const std::optional<api::prompt_stats>& stats) {
+                    if (!planned) return;
+                    if (disk_) disk_->check(t.p.backend, out.disk, stats);
+                    reg_.complete(t, fp ? &*fp : nullptr, stats, clock::now());
+                };
                 std::string prepared = cfg_.routing.enabled ? prepared_body(ex.request.body(), body, slot)
                                                             : ex.request.body();
                 const auto result = co_await try_backend(ex, *conn, st, out, cfg_, b,
@@ -205,9 +211,8 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                 st.current = nullptr;
                 if (result == attempt::relayed) {
                     if (st.upstream_reusable && !st.client_gone) pool.release(std::move(conn));
-                    if (planned && disk_) disk_->check(t.p.backend, out.disk, out.stats);
-                    if (planned) reg_.complete(t, fp ? &*fp : nullptr, out.stats, clock::now());
-                    else reg_.cancel(t);
+                    if (!planned) reg_.cancel(t);
+                    st.complete(out.stats);  // if the answer was cut short: recorded now
                     co_return;
                 }
                 if (result == attempt::backend_failed) break;

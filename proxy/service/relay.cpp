@@ -68,6 +68,7 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
     http::response<http::string_body> res{in.result(), 11};
     copy_head(in.base(), res, extra, ex.id);
     out.stats = api::may_carry_stats(in.body()) ? api::find_prompt_stats(in.body()) : std::nullopt;
+    st.complete(out.stats);
     set_stats(res.base(), out.stats);
     res.keep_alive(ex.keep_alive);
     res.body() = std::move(in.body());
@@ -152,8 +153,9 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
     while (!p.is_done()) {
         // Everything already received goes out in one write; then wait for more.
         const std::size_t got = take_buffered(p, up.buffer, buf, rec);
+        if (got > 0 && sse) stats.feed(buf.data(), got);
+        if (p.is_done()) st.complete(stats.stats);
         if (got > 0) {
-            if (sse) stats.feed(buf.data(), got);
             ex.client->expires_after(cfg.timeouts.stream_idle);
             wec = co_await write_piece(*ex.client, chunked, buf.data(), got);
             out.bytes_out += got;

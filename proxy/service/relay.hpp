@@ -1,6 +1,7 @@
 // Relaying one backend response to the client. Internal to the service module.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,6 +23,16 @@ struct forward_state {
     bool headers_sent = false;
     bool upstream_reusable = false; // the response was read in full and allows keep-alive
     error_code last_error;
+    // Called once, as soon as the backend's answer is complete and before its last bytes go to
+    // the client: a client that sends its next request the moment it has the answer must find
+    // the slot already recorded as idle and holding this prompt.
+    std::function<void(const std::optional<api::prompt_stats>&)> on_complete;
+    bool completed = false;
+    void complete(const std::optional<api::prompt_stats>& s) {
+        if (completed) return;
+        completed = true;
+        if (on_complete) on_complete(s);
+    }
 };
 
 using header_list = std::vector<std::pair<std::string, std::string>>;
