@@ -1,0 +1,116 @@
+// Writes the routing benchmark's tables into docs/benchmarks.md, between
+// <!-- routing:begin --> and <!-- routing:end -->, leaving the rest of the file as it is.
+// Each table is its own block keyed by arch, preset and workload, so a run of one workload
+// replaces that table only.
+import fs from 'node:fs';
+import { workloadNames } from './workloads.mjs';
+
+const begin = '<!-- routing:begin -->';
+const end = '<!-- routing:end -->';
+const blockRe = /<!-- routing-run:([\w.-]+):begin -->\n([\s\S]*?)<!-- routing-run:\1:end -->\n?/g;
+
+const intro = `## Cache-aware routing
+
+What warmslot's routing saves on real llama-server processes, compared with llama-server alone
+under several cache settings. Reproduce with
+
+\`\`\`
+node tests/bench/routing.mjs [--workload interleaved|docqa|replicas] [--preset tiny|bench] [--arch llama|qwen35] [--write-doc]
+\`\`\`
+
+\`WARMSLOT_BIN\` points at the warmslot binary to measure (the run copies it first, so a rebuild
+during the run changes nothing); \`--extra-configs\` adds warmslot in front of \`--cache-ram 0\`
+servers. Per-request details (warmslot's route, backend and slot, tokens cached and processed,
+times) go to one JSON file per workload, whose path the command prints.
+
+Each workload is a request sequence generated from a fixed seed. One run replays the same
+sequence against every configuration, one configuration after the other, on the same machine with
+the same model and fresh server processes, so the ratios between rows of one table were measured
+side by side. Token counts do not depend on machine load; times do, and the machine is shared, so
+each table gives the load average seen during its run.
+
+- **Client**: one request at a time (a sequential client), each \`stream: true\` with
+  \`max_tokens: 4\` and \`temperature: 0\`. Sequential requests make every row's prefill work and
+  time to first token its own rather than time spent queueing behind other clients; concurrency
+  is left to other benchmarks.
+- **Prompt tokens processed**: the sum over the run's llama-server processes of the increase of
+  \`llamacpp:prompt_tokens_total\` (\`/metrics\`) from just before the first request to just after
+  the last one. warmslot's start-up probe (about 21 tokens per slot probed, once per backend
+  start) happens before and is listed under the table instead.
+- **Lower bound**: each distinct prefix processed once, plus every question: every request's
+  prompt tokens (the server's \`/apply-template\` rendering, tokenized by \`/tokenize\` as
+  completions tokenize it) minus the longest token prefix it shares with any earlier request of
+  the run (at least one token is always processed). Subtracting only a repeated system part gives
+  a slightly higher figure, shown under each table, that llama-server itself beats on a plain
+  model, because consecutive questions on one document also share the start of the user turn.
+  A hybrid model cannot reach the bound: it can only resume from a checkpoint, the nearest one
+  being at the start of the last user message.
+- **TTFT**: from sending the request to the first SSE data event that carries text
+  (\`delta.content\`); llama-server sends its first event, the role-only one, together with the
+  first token, so the first event of any kind arrives at the same moment. A response without any
+  text would count until its end. Median and p90 (nearest rank) over all requests of the workload.
+- **Wall s**: first request sent to last response read; server start-up excluded.
+- **Replays**: llama-server alone processes the same number of tokens every time the sequence is
+  replayed, but warmslot's choices depend on timing (which slot it believes busy, learned
+  prefill rates), so each warmslot row is replayed 3 times (\`--warmslot-runs N\`) on fresh
+  processes; the row shows the replay with the median token count and the line under the table
+  lists all of them.
+- **Configurations**: llama-server with an explicit \`-np 2\` and its default \`--cache-ram\` (8192 MiB);
+  llama-server with all its defaults (no \`-np\`: 4 slots sharing one unified KV cache of the
+  model's full context, which is what a plain \`llama-server -m model.gguf\` runs); \`--cache-ram 0\`
+  (no host-RAM prompt cache); \`--cache-ram 64\` (\`2048\` with the bench preset): an 8B model
+  keeps about 128 KB of KV per token, so the default 8 GiB holds some 64K of its tokens; the tiny
+  model keeps about 1 KB per token and the bench model about 32 KB, so these sizes hold about as
+  many tokens here; and warmslot (its default configuration) in front of \`-np 2\` servers. In
+  \`replicas\`, llama-server alone means the client spreads its requests round-robin over the two
+  processes, as a plain load balancer would.
+- **Targets** for warmslot: at most 1.1x the lower bound; at least 4x fewer prompt tokens than
+  llama-server with \`--cache-ram 0\`; never more prompt tokens than llama-server alone with its
+  defaults. They are reported, not enforced.
+- **Presets**: \`tiny\` (default) runs all three workloads in about 3 minutes on a lightly loaded
+  2-core machine (11 minutes were measured while builds shared the cores). \`bench\`
+  uses the larger generated model, which prefills only about 220 to 270 tokens/s on 2 cores, so
+  its workloads are scaled down (documents of 1,500 to 2,000 tokens, 3 or 4 questions each, 6
+  short chats in \`interleaved\`) and are best run one \`--workload\` at a time (\`docqa\`: 3 minutes on
+  an idle machine, 9.5 minutes measured under load).
+`;
+
+function order(key) {
+  const [arch, preset, workload] = key.split('-');
+  return [arch === 'llama' ? 0 : 1, preset === 'tiny' ? 0 : 1, workloadNames.indexOf(workload)];
+}
+
+function compare(a, b) {
+  const x = order(a);
+  const y = order(b);
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i] - y[i];
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+export function writeDoc(file, sections, ctx) {
+  let text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '# Benchmarks\n';
+  const blocks = new Map();
+  let at = text.indexOf(begin);
+  let stop = text.indexOf(end);
+  if (at >= 0 && stop > at) {
+    const inner = text.slice(at + begin.length, stop);
+    for (const m of inner.matchAll(blockRe)) blocks.set(m[1], m[2]);
+  } else {
+    if (!text.endsWith('\n')) text += '\n';
+    text += `\n${begin}\n${end}\n`;
+    at = text.indexOf(begin);
+    stop = text.indexOf(end);
+  }
+  const measured = `Measured ${ctx.date} with \`${ctx.command}\` on ${ctx.cores} cores (${ctx.cpu}), ` +
+    `warmslot binary sha256 ${ctx.binSha} (checkout at ${ctx.commit}), llama-server ${ctx.buildInfo}, ` +
+    `model \`${ctx.model}\`; ` +
+    'all rows of the table in one run, side by side';
+  for (const s of sections) {
+    const load = s.load ? ` (1-minute load average ${s.load[0].toFixed(1)} to ${s.load[1].toFixed(1)} during the run)` : '';
+    blocks.set(s.key, `${measured}${load}.\n\n${s.text.trimEnd()}\n`);
+  }
+  const body = [...blocks.keys()].sort(compare)
+    .map((k) => `<!-- routing-run:${k}:begin -->\n${blocks.get(k)}<!-- routing-run:${k}:end -->\n`).join('\n');
+  const section = `${begin}\n${intro}\n${body}${end}`;
+  fs.writeFileSync(file, text.slice(0, at) + section + text.slice(stop + end.length));
+}

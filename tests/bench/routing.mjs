@@ -1,0 +1,318 @@
+// The routing benchmark: replays seeded request sequences against llama-server alone (several
+// cache settings) and against warmslot in front of it, side by side in one run, and prints per
+// workload a table of prompt tokens processed, time to first token and wall time.
+//
+//   node tests/bench/routing.mjs [--workload NAME]... [--preset tiny|bench] [--arch llama|qwen35]
+//                                [--write-doc] [--out DIR] [--extra-configs] [--warmslot-runs N]
+//
+//   --workload  interleaved | docqa | replicas (repeatable or comma-separated; default: all)
+//   --preset    tiny (default; all workloads in a few minutes on 2 cores) | bench (the larger
+//               model, ~220 prompt tokens/s on 2 cores: smaller workloads, run one at a time)
+//   --arch      llama (plain attention, default) | qwen35 (hybrid Gated DeltaNet + attention)
+//   --write-doc replace this run's tables in the routing section of docs/benchmarks.md
+//   --out       directory for per-request details (default: a new temporary directory)
+//   --extra-configs  also warmslot in front of --cache-ram 0 servers (no targets; diagnosis)
+//   --warmslot-runs N  replays of each warmslot configuration, the median is shown (default 3)
+//
+// WARMSLOT_BIN selects the warmslot binary (default build/proxy/warmslot). Every process is
+// started on 127.0.0.1 and stopped at the end, also on error. Targets are printed with
+// PASS/FAIL; the exit status only says whether the benchmark could run.
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { getJson, modelPath, startLlama } from '../integration/lib/llama.mjs';
+import { repoRoot, sleep, tempDir, waitFor } from '../integration/lib/procs.mjs';
+import { startWarmslot, warmslotBin } from '../integration/lib/warmslot.mjs';
+import { lowerBound, percentile, promptTokensTotal, streamChat } from './lib/client.mjs';
+import { buildWorkload, workloadNames } from './lib/workloads.mjs';
+import { writeDoc } from './lib/doc.mjs';
+
+function usage(code) {
+  const text = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(3, 19)
+    .map((l) => l.replace(/^\/\/ ?/, '')).join('\n');
+  (code ? process.stderr : process.stdout).write(`${text}\n`);
+  process.exit(code);
+}
+
+function parseArgs(argv) {
+  const o = { workloads: [], preset: 'tiny', arch: 'llama', writeDoc: false, out: null, extraConfigs: false,
+    warmslotRuns: 3 };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i];
+      if (v === undefined) { console.error(`routing.mjs: ${a} needs a value`); usage(2); }
+      return v;
+    };
+    const name = a.split('=')[0];
+    if (name === '--workload') o.workloads.push(...value().split(',').filter(Boolean));
+    else if (name === '--preset') o.preset = value();
+    else if (name === '--arch') o.arch = value();
+    else if (name === '--out') o.out = value();
+    else if (name === '--warmslot-runs') o.warmslotRuns = Math.max(1, Number.parseInt(value(), 10) || 1);
+    else if (a === '--write-doc') o.writeDoc = true;
+    else if (a === '--extra-configs') o.extraConfigs = true;
+    else if (a === '-h' || a === '--help') usage(0);
+    else { console.error(`routing.mjs: unknown argument ${a}`); usage(2); }
+  }
+  if (!o.workloads.length) o.workloads = [...workloadNames];
+  for (const w of o.workloads) {
+    if (!workloadNames.includes(w)) { console.error(`routing.mjs: unknown workload ${w}`); usage(2); }
+  }
+  if (!['tiny', 'bench'].includes(o.preset)) { console.error(`routing.mjs: unknown preset ${o.preset}`); usage(2); }
+  if (!['llama', 'qwen35'].includes(o.arch)) { console.error(`routing.mjs: unknown arch ${o.arch}`); usage(2); }
+  return o;
+}
+
+const started = performance.now();
+const say = (m) => process.stderr.write(`routing [${String(Math.round((performance.now() - started) / 1000)).padStart(4)}s]: ${m}\n`);
+const fmtInt = (n) => Math.round(n).toLocaleString('en-US');
+const fmtMs = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`);
+
+// Route header without the wait time: "hit; waited_ms=12" counts as "hit (waited)".
+function routeKind(route) {
+  if (!route) return 'none';
+  const waited = /waited_ms=/.test(route);
+  const base = route.split(';').map((p) => p.trim()).filter((p) => p && !p.startsWith('waited_ms=')).join('; ');
+  return waited ? `${base} (waited)` : base;
+}
+
+async function stopAll(ws, servers) {
+  const errors = [];
+  if (ws) await ws.stop().catch((e) => errors.push(e));
+  for (const s of servers) await s.stop().catch((e) => errors.push(e));
+  if (errors.length) throw errors[0];
+}
+
+async function runConfig(opts, model, workload, config) {
+  const servers = [];
+  let ws = null;
+  try {
+    for (let i = 0; i < workload.replicas; i++) {
+      servers.push(await startLlama({ arch: opts.arch, model, slots: config.slots, extra: config.extra }));
+    }
+    const atStart = await Promise.all(servers.map((s) => promptTokensTotal(s.url)));
+    if (config.warmslot) {
+      ws = await startWarmslot({ backends: servers.map((s, i) => ({ name: `b${i + 1}`, url: s.url })) });
+      await waitFor('warmslot to route every backend', async () => {
+        const h = await getJson(`${ws.url}/health`);
+        return h.body.backends?.filter((b) => b.routing).length >= servers.length;
+      }, 60000);
+    }
+    // Counted from here: warmslot's start-up probe (a few tokens per backend, once per backend
+    // start) is reported apart, as `startup`.
+    const before = await Promise.all(servers.map((s) => promptTokensTotal(s.url)));
+    const records = [];
+    const t0 = performance.now();
+    for (let i = 0; i < workload.requests.length; i++) {
+      const req = workload.requests[i];
+      const backend = servers[i % servers.length];
+      const r = await streamChat(ws ? ws.url : backend.url, req);
+      records.push({
+        i, kind: req.kind, key: req.key, to: ws ? 'warmslot' : `b${(i % servers.length) + 1}`,
+        route: r.route, slot: r.slot, backend: r.backend, processed: r.timings.prompt_n,
+        cached: r.timings.cache_n, ttft_ms: r.ttft, first_event_ms: r.first, content_ms: r.content ?? null,
+        total_ms: r.total,
+      });
+    }
+    const wall = (performance.now() - t0) / 1000;
+    await sleep(300);  // let the last task's counters settle
+    const after = await Promise.all(servers.map((s) => promptTokensTotal(s.url)));
+    const perBackend = after.map((a, i) => a - before[i]);
+    return {
+      config, records, wall, perBackend, startup: before.reduce((a, b, i) => a + b - atStart[i], 0),
+      tokens: perBackend.reduce((a, b) => a + b, 0),
+      promptN: records.reduce((a, r) => a + r.processed, 0),
+      ttfts: records.map((r) => r.ttft_ms),
+      noContent: records.filter((r) => r.content_ms === null).length,
+      warmslotLog: ws?.logFile ?? null,
+      args: servers[0].args.filter((a, i, all) => !['-m', '--port', '--slot-save-path'].includes(all[i - 1]) &&
+        !['-m', '--port', '--slot-save-path'].includes(a)),
+    };
+  } finally {
+    await stopAll(ws, servers);
+  }
+}
+
+function targetLines(results, bound) {
+  const by = Object.fromEntries(results.map((r) => [r.config.id, r]));
+  const lines = [];
+  const check = (ok, text) => lines.push(`- ${ok ? 'PASS' : 'FAIL'}: ${text}`);
+  for (const [wsId, alone] of [['ws', ['np2', 'defaults']], ['ws64', ['ram64']]]) {
+    const w = by[wsId];
+    if (!w) continue;
+    lines.push(`${lines.length ? '\n' : ''}Targets for ${w.config.label.replace(/\*\*/g, '')}:`, '');
+    const x = w.tokens / bound;
+    check(x <= 1.1, `at most 1.1x the lower bound: ${x.toFixed(2)}x (${fmtInt(w.tokens)} vs ${fmtInt(bound)})`);
+    if (by.ram0) {
+      const f = by.ram0.tokens / w.tokens;
+      const best = by.ram0.tokens / bound;
+      check(f >= 4, `at least 4x fewer tokens than llama-server --cache-ram 0: ${f.toFixed(1)}x fewer ` +
+        `(${fmtInt(w.tokens)} vs ${fmtInt(by.ram0.tokens)})` +
+        (best < 4 ? `; out of reach in this workload: the lower bound itself is ${best.toFixed(1)}x below --cache-ram 0` : ''));
+    }
+    for (const id of alone) {
+      const a = by[id];
+      if (!a) continue;
+      check(w.tokens <= a.tokens, `never more tokens than ${a.config.label}: ${fmtInt(w.tokens)} vs ${fmtInt(a.tokens)}`);
+    }
+  }
+  return lines;
+}
+
+// Route counts; a miss whose prompt was nevertheless mostly cached was served by llama-server's
+// own RAM cache (warmslot's belief said the prefix was gone).
+function routeSummary(result) {
+  const counts = new Map();
+  for (const r of result.records) {
+    let k = routeKind(r.route).replace(/; reason=([\w-]+)/, ' ($1)');
+    if (k.startsWith('miss') && r.cached > 0.5 * (r.cached + r.processed)) k += ', served from the RAM cache';
+    counts.set(k, (counts.get(k) ?? 0) + 1);
+  }
+  return [...counts].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join('; ');
+}
+
+function report(workload, bound, results, ctx) {
+  const docs = workload.requests.filter((r) => r.kind === 'doc').length;
+  const chats = workload.requests.length - docs;
+  const promptSum = bound.per.reduce((a, p) => a + p.tokens, 0);
+  const docTokens = [...new Set(workload.requests.filter((r) => r.kind === 'doc').map((r) => r.key))]
+    .map((k) => bound.per[workload.requests.findIndex((r) => r.key === k)].system);
+  const lines = [
+    `### ${workload.name} (${ctx.arch}, ${ctx.preset} preset)`,
+    '',
+    `${workload.describe}. ${workload.requests.length} requests${chats ? ` (${docs} on documents, ${chats} short chats)` : ''}, ` +
+    `sent one at a time. System parts of the documents: ${docTokens.map(fmtInt).join(', ')} tokens. ` +
+    `All prompts together: ${fmtInt(promptSum)} tokens; lower bound ${fmtInt(bound.total)} ` +
+    `(${fmtInt(bound.systemOnly)} when only a repeated system part is subtracted).`,
+    '',
+    '| configuration | prompt tokens processed | x lower bound | median TTFT | p90 TTFT | wall s |',
+    '|---|---:|---:|---:|---:|---:|',
+    `| lower bound (each system part once, plus every question) | ${fmtInt(bound.total)} | 1.00 | | | |`,
+  ];
+  for (const r of results) {
+    lines.push(`| ${r.config.label} | ${fmtInt(r.tokens)} | ${(r.tokens / bound.total).toFixed(2)} | ` +
+      `${fmtMs(percentile(r.ttfts, 0.5))} | ${fmtMs(percentile(r.ttfts, 0.9))} | ${r.wall.toFixed(1)} |`);
+  }
+  lines.push('', ...targetLines(results, bound.total), '');
+  for (const r of results.filter((x) => x.config.warmslot)) {
+    const label = r.config.label.replace(/\*\*/g, '');
+    if (r.replays.length > 1) {
+      lines.push(`${label}: median of ${r.replays.length} replays; prompt tokens per replay: ` +
+        `${r.replays.map(fmtInt).join(', ')}.`);
+    }
+    lines.push(`Routes of ${label} (the median replay): ${routeSummary(r)}` +
+      ` (warmslot's start-up probe, not counted above: ${fmtInt(r.startup)} tokens).`);
+  }
+  if (workload.replicas > 1) {
+    for (const r of results) {
+      lines.push(`Prompt tokens per process, ${r.config.label.replace(/\*\*/g, '')}: ${r.perBackend.map(fmtInt).join(' + ')}.`);
+    }
+  }
+  lines.push('');
+  return lines.join('\n');
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const outDir = opts.out ?? tempDir('routing-bench');
+  fs.mkdirSync(outDir, { recursive: true });
+  say(`model: generating or finding ${opts.arch} (${opts.preset})`);
+  const model = modelPath(opts.arch, opts.preset);
+  // Every configuration of the run measures the same warmslot: a private copy of the binary,
+  // so a rebuild during the run changes nothing.
+  const bin = warmslotBin();
+  if (!fs.existsSync(bin)) throw new Error(`no warmslot binary at ${bin} (build it, or set WARMSLOT_BIN)`);
+  const binCopy = path.join(tempDir('routing-bin'), 'warmslot');
+  fs.copyFileSync(bin, binCopy);
+  fs.chmodSync(binCopy, 0o755);
+  process.env.WARMSLOT_BIN = binCopy;
+  const binSha = crypto.createHash('sha256').update(fs.readFileSync(binCopy)).digest('hex').slice(0, 12);
+  let commit = 'unknown';
+  try {
+    const git = (...a) => execFileSync('git', ['-C', repoRoot, ...a], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    commit = git('rev-parse', '--short', 'HEAD') + (git('status', '--porcelain', '--', 'proxy') ? ' with local changes in proxy/' : '');
+  } catch { /* not a git checkout */ }
+  say(`warmslot: ${bin} (sha256 ${binSha}), sources at ${commit}`);
+  const workloads = opts.workloads.map((w) => buildWorkload(w, opts.preset, { extraConfigs: opts.extraConfigs }));
+
+  say('computing the lower bounds on a tokenizer-only server');
+  const bounds = {};
+  let buildInfo = 'unknown';
+  const tok = await startLlama({ arch: opts.arch, model, slots: 1 });
+  try {
+    buildInfo = (await getJson(`${tok.url}/props`)).body.build_info ?? buildInfo;
+    for (const w of workloads) bounds[w.name] = await lowerBound(tok.url, w.requests);
+  } finally {
+    await tok.stop();
+  }
+
+  const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) ?? [])[1] ?? os.arch();
+  const ctx = {
+    arch: opts.arch, preset: opts.preset, buildInfo, cpu: cpu.trim(), cores: os.availableParallelism?.() ?? os.cpus().length,
+    model: path.basename(model), date: new Date().toISOString().slice(0, 10), commit, binSha,
+    command: `node tests/bench/routing.mjs${process.argv.slice(2).filter((a) => !a.startsWith('--out')).map((a) => ` ${a}`).join('')}`,
+  };
+  const sections = [];
+  for (const w of workloads) {
+    const bound = bounds[w.name];
+    const results = [];
+    const loads = [];
+    for (const config of w.configs) {
+      // llama-server alone gives the same token counts on every replay; warmslot's choices
+      // depend on timing, so its configurations are replayed several times (median shown).
+      const runs = [];
+      const times = config.warmslot ? opts.warmslotRuns : 1;
+      for (let n = 0; n < times; n++) {
+        say(`${w.name}: ${config.label.replace(/\*\*/g, '')}: ${w.requests.length} requests` +
+          (times > 1 ? ` (replay ${n + 1} of ${times})` : ''));
+        loads.push(os.loadavg()[0]);
+        const r = await runConfig(opts, model, w, config);
+        loads.push(os.loadavg()[0]);
+        for (let i = 0; i < r.records.length; i++) {
+          const expected = bound.per[i].tokens;
+          const got = r.records[i].processed + r.records[i].cached;
+          if (got !== expected) say(`  note: request ${i} had ${got} prompt tokens, the tokenizer said ${expected}`);
+        }
+        say(`  ${fmtInt(r.tokens)} prompt tokens (sum of prompt_n ${fmtInt(r.promptN)}), ` +
+          `median TTFT ${fmtMs(percentile(r.ttfts, 0.5))}, wall ${r.wall.toFixed(1)} s` +
+          (r.noContent ? `, ${r.noContent} responses without text (TTFT = end of response)` : '') +
+          (r.warmslotLog ? `; warmslot log ${r.warmslotLog}` : ''));
+        runs.push(r);
+      }
+      const sorted = [...runs].sort((a, b) => a.tokens - b.tokens);
+      const chosen = sorted[Math.floor((sorted.length - 1) / 2)];
+      chosen.replays = runs.map((r) => r.tokens);
+      chosen.allRuns = runs;
+      results.push(chosen);
+    }
+    const text = report(w, bound, results, ctx);
+    process.stdout.write(`${text}\n`);
+    sections.push({ key: `${opts.arch}-${opts.preset}-${w.name}`, text, load: [Math.min(...loads), Math.max(...loads)] });
+    const detail = path.join(outDir, `${opts.arch}-${opts.preset}-${w.name}.json`);
+    fs.writeFileSync(detail, JSON.stringify({
+      ctx, workload: { name: w.name, describe: w.describe, requests: w.requests.map((r, i) => ({
+        i, kind: r.kind, key: r.key, question: r.question, ...bound.per[i] })) },
+      lowerBound: bound.total,
+      results: results.map((r) => ({ config: r.config, tokens: r.tokens, promptN: r.promptN, perBackend: r.perBackend,
+        wall: r.wall, warmslotLog: r.warmslotLog, args: r.args, records: r.records, replays: r.replays,
+        runs: r.allRuns.map((x) => ({ tokens: x.tokens, perBackend: x.perBackend, wall: x.wall,
+          warmslotLog: x.warmslotLog, records: x.records })) })),
+    }, null, 1));
+    say(`details: ${detail}`);
+  }
+  if (opts.writeDoc) {
+    const file = path.join(repoRoot, 'docs/benchmarks.md');
+    writeDoc(file, sections, ctx);
+    say(`updated ${file}`);
+  }
+  say('done');
+}
+
+main().catch((e) => {
+  console.error(`routing.mjs: ${e.stack ?? e}`);
+  process.exitCode = 1;
+});
