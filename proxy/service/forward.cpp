@@ -217,7 +217,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                 }
                 if (result == attempt::backend_failed) break;
             }
-            if (planned) reg_.set_healthy(static_cast<int>(i), false);
+            if (planned && !st.client_gone) reg_.set_healthy(static_cast<int>(i), false);
         }
         reg_.cancel(t);
     };
