@@ -146,3 +146,33 @@ test('warmslot killed with SIGKILL during saves leaves a consistent index', { ti
     await llama.stop();
   }
 });
+
+test('a sliding-window model whose restores save nothing gets no more restores, with a warning', { timeout: 300000 }, async () => {
+  // gemma2 without --swa-full: a restored slot is reprocessed in full (llama-server-behaviour.md).
+  let llama = await startLlama({ arch: 'gemma2', slots: 3, ctx: 16384 });
+  const ws = await startWarmslot({ backends: [{ name: 'swa', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+  try {
+    await routed(ws);
+    const doc = makeDocument(600, 6000);
+    assert.match((await ask(ws, doc, 'Q1?')).disk, /^snapshot \d+ tokens$/);
+    const corrections = async () =>
+      Number((await (await fetch(`${ws.url}/metrics`)).text()).match(/warmslot_belief_corrections_total (\d+)/)[1]);
+    const restartAndWait = async () => {
+      const before = await corrections();
+      llama = await restartBackend(llama);
+      await waitFor('the restart to be noticed', async () => (await corrections()) > before, 10000);
+    };
+    await restartAndWait();
+    const restored = await ask(ws, doc, 'Q2?');
+    assert.match(restored.disk, /^restored \d+ tokens$/);
+    assert.ok(restored.processed >= 5000, `the restore saved nothing here (processed ${restored.processed})`);
+    await restartAndWait();
+    const after = await ask(ws, doc, 'Q3?');
+    assert.equal(after.disk, '', 'no more restores on this backend');
+    const log = fs.readFileSync(ws.logFile, 'utf8');
+    assert.equal((log.match(/cannot resume from a slot file/g) ?? []).length, 1, 'warned once');
+  } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});
