@@ -16,6 +16,20 @@ namespace {
 using nlohmann::json;
 constexpr std::chrono::milliseconds save_timeout{120'000};
 
+// True when GET /slots shows `slot` holding exactly `tokens` tokens.
+awaitable<bool> slot_holds(upstream::pool& pool, const config::backend& b, int slot,
+                           std::size_t tokens) {
+    const auto r = co_await upstream::call(pool, b, http::verb::get, "/slots", "", save_timeout);
+    const json slots = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
+    if (!slots.is_array()) co_return false;
+    for (const auto& s : slots) {
+        if (s.is_object() && s.value("id", -1) == slot) {
+            co_return s.value("n_prompt_tokens", std::size_t{0}) == tokens;
+        }
+    }
+    co_return false;
+}
+
 }  // namespace
 
 awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket& t,
@@ -33,7 +47,9 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
                   {"cache_prompt", true}, {"temperature", 0}};
     const auto primed = co_await upstream::call(pool, b, http::verb::post, "/completion",
                                                 prime.dump(), cfg_.timeouts.upstream_response);
-    if (primed.ec || primed.status != 200) {
+    // The answer's status is not the test (a chat parser may refuse the one sampled token after
+    // the prompt is in the slot): the slot must hold exactly the prefix.
+    if (primed.ec || !co_await slot_holds(pool, b, *t.p.slot, tokens->size())) {
         reg_.set_held(t, {}, 0);
         co_return a;
     }

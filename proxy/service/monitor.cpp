@@ -148,9 +148,12 @@ awaitable<bool> monitor::probe_stable_slots(std::size_t i, int total_slots) {
     }
     for (int slot : {0, 1}) {
         json body = {{"prompt", "warmslot slot probe " + std::to_string(slot)},
-                     {"n_predict", 1}, {"id_slot", slot}, {"cache_prompt", true}};
+                     {"n_predict", 1}, {"id_slot", slot}, {"cache_prompt", true},
+                     {"temperature", 0}};
+        // Only the transport matters: the server may reject the one sampled token (a chat
+        // parser refusing random output answers 500) after the prompt is in the slot.
         auto r = co_await upstream::call(pool_, b, http::verb::post, "/completion", body.dump(), call_timeout);
-        if (r.ec || r.status != 200) co_return false;
+        if (r.ec) co_return false;
     }
     auto after = co_await read_slots(i);
     const bool stable = after && after->size() >= 2 && (*after)[0].n_prompt_tokens.value_or(0) > 0;
