@@ -296,23 +296,6 @@ std::optional<backend_info> registry::info(int backend) const {
     return backends_[static_cast<std::size_t>(backend)].info;
 }
 
-std::vector<std::string> registry::all_models() const {
-    std::lock_guard lock(mu_);
-    std::vector<std::string> out;
-    for (const auto& b : backends_) {
-        for (const auto& m : b.view.models) {
-            if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
-        }
-    }
-    return out;
-}
-
-bool registry::knows_models() const {
-    std::lock_guard lock(mu_);
-    return std::any_of(backends_.begin(), backends_.end(),
-                       [](const backend_state& b) { return !b.view.models.empty(); });
-}
-
 // Replicas may load the same model from different directories: compare file names.
 bool registry::multi_model() const {
     std::lock_guard lock(mu_);

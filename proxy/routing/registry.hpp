@@ -82,8 +82,6 @@ public:
     std::vector<backend_view> snapshot() const;
     counters totals() const;
     std::optional<backend_info> info(int backend) const;
-    std::vector<std::string> all_models() const;
-    bool knows_models() const; // at least one backend lists model names
     bool multi_model() const;  // backends serve more than one model file
 
 private:
