@@ -46,7 +46,7 @@ struct observed_slot {
 
 // Prometheus-style counters.
 struct counters {
-    std::uint64_t requests_by_route[8] = {};
+    std::uint64_t requests_by_route[static_cast<int>(route::pass_through) + 1] = {};
     std::uint64_t prompt_tokens_processed = 0;
     std::uint64_t prompt_tokens_reused = 0;
     double prefill_seconds_saved = 0;
