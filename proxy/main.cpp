@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "app/app.hpp"
 #include "config/config.hpp"
@@ -31,8 +32,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (argc == 3 && cmd == "--config") {
-            const auto cfg = warmslot::config::load_file(argv[2]);
-            return warmslot::app::run(cfg);
+            auto cfg = warmslot::config::load_file(argv[2]);
+            return warmslot::app::run(argv[2], std::move(cfg));
         }
         return usage(2);
     } catch (const warmslot::config::config_error& e) {

@@ -3,6 +3,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
 
@@ -10,6 +13,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "config/reload.hpp"
+#include "config/source.hpp"
 #include "http/server.hpp"
 #include "routing/registry.hpp"
 #include "service/monitor.hpp"
@@ -20,7 +25,7 @@ namespace {
 
 void setup_logging(const config::config& cfg) {
     auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-    for (const char* name : {"warmslot", "http", "access", "routing", "cache"}) {
+    for (const char* name : {"warmslot", "http", "access", "routing", "cache", "rewrite"}) {
         if (spdlog::get(name)) continue;
         spdlog::register_logger(std::make_shared<spdlog::logger>(name, sink));
     }
@@ -44,41 +49,118 @@ std::size_t worker_count() {
     return std::clamp<std::size_t>(hw == 0 ? 1 : hw, 1, 4);
 }
 
-}  // namespace
-
-int run(const config::config& cfg) {
-    setup_logging(cfg);
-    http_server::workers workers(worker_count());
+std::vector<std::string> names_of(const config::config& cfg) {
     std::vector<std::string> names;
     for (const auto& b : cfg.backends) names.push_back(b.name);
-    routing::registry registry(names, planner_settings(cfg.routing));
-    service::monitor monitor(cfg, registry, workers.context(0).get_executor());
-    net::thread_pool index_thread(1);  // SQLite work never runs on an I/O worker
-    service::disk_tier disk(cfg, registry, index_thread.get_executor());
-    service::pipeline pipeline(cfg, workers, registry, &disk);
-    http_server::server server(cfg, workers,
-                               [&pipeline](http_server::exchange& ex) { return pipeline.handle(ex); });
-    server.listen();
+    return names;
+}
 
-    net::signal_set signals(workers.context(0), SIGINT, SIGTERM);
-    signals.async_wait([&](const error_code& ec, int sig) {
+// Everything one running warmslot owns, in construction order.
+class runtime {
+public:
+    runtime(std::string path, config::config cfg)
+        : path_(std::move(path)), src_(std::move(cfg)), workers_(worker_count()),
+          registry_(names_of(*src_.current()), planner_settings(src_.current()->routing)),
+          monitor_(src_, registry_, workers_.context(0).get_executor()),
+          disk_(src_, registry_, index_thread_.get_executor()),
+          pipeline_(src_, workers_, registry_, &disk_),
+          server_(src_, workers_, [this](http_server::exchange& ex) { return pipeline_.handle(ex); }),
+          signals_(workers_.context(0)) {}
+
+    int run();
+
+private:
+    void on_signal(int sig);
+    void reload(const char* why);  // on control_ only: reloads are serialized
+    void stop();
+
+    std::string path_;
+    config::source src_;
+    http_server::workers workers_;
+    net::thread_pool index_thread_{1};    // SQLite work never runs on an I/O worker
+    net::thread_pool control_{1};         // reloads: file reads, index opens
+    routing::registry registry_;
+    service::monitor monitor_;
+    service::disk_tier disk_;
+    service::pipeline pipeline_;
+    http_server::server server_;
+    net::signal_set signals_;
+};
+
+int runtime::run() {
+    server_.listen();
+    signals_.add(SIGINT);
+    signals_.add(SIGTERM);
+    signals_.add(SIGHUP);
+    std::function<void(const error_code&, int)> on = [this, &on](const error_code& ec, int sig) {
         if (ec) return;
-        spdlog::info("signal {}: stopping (grace {} ms)", sig, cfg.timeouts.shutdown_grace.count());
-        monitor.stop();
-        server.stop(cfg.timeouts.shutdown_grace);
-    });
-
+        on_signal(sig);
+        if (sig == SIGHUP) signals_.async_wait(on);
+    };
+    signals_.async_wait(on);
+    const auto cfg = src_.current();
     // A stable line on stdout so scripts and tests learn the port (listen port 0 picks one).
-    std::printf("warmslot listening on http://%s:%u\n", cfg.listen.host.c_str(), server.port());
+    std::printf("warmslot listening on http://%s:%u\n", cfg->listen.host.c_str(), server_.port());
     std::fflush(stdout);
-    spdlog::info("listening on {}:{} with {} workers, {} backends", cfg.listen.host, server.port(),
-                 workers.size(), cfg.backends.size());
-    monitor.start();
-    workers.start();
-    workers.join();
-    index_thread.join();
+    spdlog::info("listening on {}:{} with {} workers, {} backends", cfg->listen.host,
+                 server_.port(), workers_.size(), cfg->backends.size());
+    monitor_.start();
+    workers_.start();
+    workers_.join();
+    control_.join();
+    index_thread_.join();
     spdlog::info("stopped");
     return 0;
+}
+
+void runtime::on_signal(int sig) {
+    if (sig == SIGHUP) {
+        net::post(control_, [this] { reload("SIGHUP"); });
+        return;
+    }
+    spdlog::info("signal {}: stopping (grace {} ms)", sig,
+                 src_.current()->timeouts.shutdown_grace.count());
+    stop();
+}
+
+// Stop accepting, let requests and streams finish within the grace period, then stop.
+void runtime::stop() {
+    signals_.cancel();
+    monitor_.stop();
+    net::co_spawn(workers_.context(0), [this]() -> awaitable<void> {
+        co_await server_.drain(src_.current()->timeouts.shutdown_grace);
+        workers_.stop();
+    }, net::detached);
+}
+
+void runtime::reload(const char* why) {
+    config::config parsed;
+    try {
+        parsed = config::load_file(path_);
+    } catch (const config::config_error& e) {
+        spdlog::error("config reload ({}) rejected, the running config stays: {}", why, e.what());
+        return;
+    }
+    const auto running = src_.current();
+    auto plan = config::plan_reload(*running, std::move(parsed));
+    std::vector<bool> retired;
+    for (const auto& b : plan.next.backends) retired.push_back(b.retired);
+    registry_.sync(names_of(plan.next), retired, planner_settings(plan.next.routing));
+    spdlog::set_level(spdlog::level::from_str(plan.next.log.level));
+    src_.publish(std::make_shared<const config::config>(std::move(plan.next)));
+    disk_.sync();
+    monitor_.start();
+    for (const auto& change : plan.changes) spdlog::info("config reload: {}", change);
+    spdlog::info("config reloaded from {} ({}): {} changes to backends or listen", path_, why,
+                 plan.changes.size());
+}
+
+}  // namespace
+
+int run(const std::string& path, config::config cfg) {
+    setup_logging(cfg);
+    runtime rt(path, std::move(cfg));
+    return rt.run();
 }
 
 }  // namespace warmslot::app

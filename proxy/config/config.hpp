@@ -32,6 +32,8 @@ struct backend {
     std::vector<std::string> models; // names requests may use for this backend's model
     std::string slot_save_path;      // the directory given to its --slot-save-path, as seen
                                      // from warmslot ("" = no disk tier for this backend)
+    bool retired = false;            // removed by a reload: takes no new requests, drains
+                                     // (never set by the parser; see config/reload.hpp)
 };
 
 struct limits {

@@ -52,19 +52,20 @@ void workers::join() {
     threads_.clear();
 }
 
-server::server(const config::config& cfg, workers& w, handler h)
-    : cfg_(cfg), workers_(w), handler_(std::move(h)), acceptor_(w.context(0)) {}
+server::server(const config::source& src, workers& w, handler h)
+    : src_(src), workers_(w), handler_(std::move(h)), acceptor_(w.context(0)) {}
 
 server::~server() = default;
 
 void server::listen() {
+    const auto cfg = src_.current();
     error_code ec;
-    const auto address = net::ip::make_address(cfg_.listen.host == "localhost" ? "127.0.0.1"
-                                                                               : cfg_.listen.host,
+    const auto address = net::ip::make_address(cfg->listen.host == "localhost" ? "127.0.0.1"
+                                                                               : cfg->listen.host,
                                                ec);
-    const std::string where = fmt::format("{}:{}", cfg_.listen.host, cfg_.listen.port);
+    const std::string where = fmt::format("{}:{}", cfg->listen.host, cfg->listen.port);
     if (ec) throw std::system_error(ec, "listen address " + where);
-    const tcp::endpoint ep(address, cfg_.listen.port);
+    const tcp::endpoint ep(address, cfg->listen.port);
     acceptor_.open(ep.protocol());
     acceptor_.set_option(net::socket_base::reuse_address(true));
     acceptor_.bind(ep, ec);
@@ -85,7 +86,7 @@ awaitable<void> server::accept_loop() {
             log()->warn("accept failed: {}", ec.message());
             continue;
         }
-        if (connections_.load() >= cfg_.limits.max_connections) {
+        if (connections_.load() >= src_.current()->limits.max_connections) {
             socket.close();  // over the limit: refuse at once rather than queue
             continue;
         }
@@ -113,22 +114,23 @@ awaitable<void> server::session(tcp::socket socket, std::size_t worker) {
 // Reads one request and serves it. Returns whether the connection may carry another.
 awaitable<bool> server::serve_one(beast::tcp_stream& stream, beast::flat_buffer& buffer,
                                   bool first, std::size_t worker) {
+    const auto cfg = src_.current();
     http::request_parser<http::string_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(cfg_.limits.max_header_bytes));
-    parser.body_limit(cfg_.limits.max_body_bytes);
-    stream.expires_after(first ? cfg_.timeouts.header_read : cfg_.timeouts.client_idle);
+    parser.header_limit(static_cast<std::uint32_t>(cfg->limits.max_header_bytes));
+    parser.body_limit(cfg->limits.max_body_bytes);
+    stream.expires_after(first ? cfg->timeouts.header_read : cfg->timeouts.client_idle);
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, nothrow);
     const std::string id = fmt::format("{:x}", next_id_++);
     if (ec == http::error::header_limit) {
         co_await write_json(stream, 431, api::error_body(api::error_kind::headers_too_large,
                                                          "request headers are too large"),
-                            false, id, cfg_.timeouts.header_read);
+                            false, id, cfg->timeouts.header_read);
         co_return false;
     }
     if (ec == http::error::body_limit) {  // a declared Content-Length over the limit
         co_await write_json(stream, 413, api::error_body(api::error_kind::payload_too_large,
             fmt::format("request body is over the limit of {} bytes",
-                        cfg_.limits.max_body_bytes)), false, id, cfg_.timeouts.header_read);
+                        cfg->limits.max_body_bytes)), false, id, cfg->timeouts.header_read);
         co_return false;
     }
     if (ec) {
@@ -138,28 +140,28 @@ awaitable<bool> server::serve_one(beast::tcp_stream& stream, beast::flat_buffer&
         if (parse_error) {
             co_await write_json(stream, 400, api::error_body(api::error_kind::bad_request,
                                                              "malformed HTTP request"),
-                                false, id, cfg_.timeouts.header_read);
+                                false, id, cfg->timeouts.header_read);
         }
         co_return false;
     }
     if (parser.get()[http::field::expect] == "100-continue") {
         http::response<http::empty_body> cont{http::status::continue_, 11};
-        stream.expires_after(cfg_.timeouts.body_read);
+        stream.expires_after(cfg->timeouts.body_read);
         co_await http::async_write(stream, cont, nothrow);
     }
-    stream.expires_after(cfg_.timeouts.body_read);
+    stream.expires_after(cfg->timeouts.body_read);
     std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, nothrow);
     if (ec == http::error::body_limit) {
         co_await write_json(stream, 413, api::error_body(api::error_kind::payload_too_large,
             fmt::format("request body is over the limit of {} bytes",
-                        cfg_.limits.max_body_bytes)), false, id, cfg_.timeouts.body_read);
+                        cfg->limits.max_body_bytes)), false, id, cfg->timeouts.body_read);
         co_return false;
     }
     if (ec) {
         if (ec == beast::error::timeout) {
             co_await write_json(stream, 408, api::error_body(api::error_kind::request_timeout,
                                                              "request body not received in time"),
-                                false, id, cfg_.timeouts.body_read);
+                                false, id, cfg->timeouts.body_read);
         }
         co_return false;
     }
@@ -179,10 +181,14 @@ awaitable<bool> server::serve_one(beast::tcp_stream& stream, beast::flat_buffer&
 
 void server::stop(std::chrono::milliseconds grace) {
     if (stopping_.exchange(true)) return;
-    net::co_spawn(acceptor_.get_executor(), drain(grace), net::detached);
+    net::co_spawn(acceptor_.get_executor(), [this, grace]() -> awaitable<void> {
+        co_await drain(grace);
+        workers_.stop();
+    }, net::detached);
 }
 
 awaitable<void> server::drain(std::chrono::milliseconds grace) {
+    stopping_ = true;
     error_code ignored;
     acceptor_.close(ignored);
     net::steady_timer timer(acceptor_.get_executor());
@@ -194,7 +200,6 @@ awaitable<void> server::drain(std::chrono::milliseconds grace) {
     if (active_requests_.load() > 0) {
         log()->warn("stopping with {} requests still in flight", active_requests_.load());
     }
-    workers_.stop();
 }
 
 awaitable<error_code> write_json(beast::tcp_stream& stream, unsigned status, std::string body,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/source.hpp"
 #include "net/beast.hpp"
 
 namespace warmslot::http_server {
@@ -47,7 +48,8 @@ private:
 
 class server {
 public:
-    server(const config::config& cfg, workers& w, handler h);
+    // Limits and timeouts are read from the current config for each request.
+    server(const config::source& src, workers& w, handler h);
     ~server();
 
     // Binds and listens; throws std::system_error naming the address on failure.
@@ -57,6 +59,10 @@ public:
     // Stops accepting; in-flight requests may finish within the grace period, then the
     // workers are stopped. Thread-safe; returns at once.
     void stop(std::chrono::milliseconds grace);
+    // The first half of stop, for an owner with more to do before the workers stop: stops
+    // accepting and returns when no request is in flight or the grace period is over.
+    // Call it on the acceptor's worker (worker 0).
+    awaitable<void> drain(std::chrono::milliseconds grace);
 
     std::size_t active_requests() const { return active_requests_.load(); }
 
@@ -65,9 +71,8 @@ private:
     awaitable<void> session(tcp::socket socket, std::size_t worker);
     awaitable<bool> serve_one(beast::tcp_stream& stream, beast::flat_buffer& buffer, bool first,
                               std::size_t worker);
-    awaitable<void> drain(std::chrono::milliseconds grace);
 
-    const config::config& cfg_;
+    const config::source& src_;
     workers& workers_;
     handler handler_;
     tcp::acceptor acceptor_;

@@ -33,6 +33,24 @@ registry::registry(std::vector<std::string> backend_names, planner_settings sett
     }
 }
 
+void registry::sync(const std::vector<std::string>& names, const std::vector<bool>& retired,
+                    planner_settings settings) {
+    std::lock_guard lock(mu_);
+    settings_ = settings;
+    for (std::size_t i = backends_.size(); i < names.size(); ++i) {
+        backend_state b;
+        b.view.name = names[i];
+        b.view.healthy = false;
+        b.view.pinning = false;
+        backends_.push_back(std::move(b));
+    }
+    for (std::size_t i = 0; i < backends_.size() && i < retired.size(); ++i) {
+        auto& b = backends_[i];
+        if (retired[i] && !b.retired) b.view.healthy = false;
+        b.retired = retired[i];
+    }
+}
+
 slot_view* registry::slot_of(backend_state& b, int id) {
     if (id < 0 || static_cast<std::size_t>(id) >= b.view.slots.size()) return nullptr;
     return &b.view.slots[static_cast<std::size_t>(id)];
@@ -227,7 +245,8 @@ void registry::set_info(int backend, const backend_info& info, bool pinning) {
 
 void registry::set_healthy(int backend, bool healthy) {
     std::lock_guard lock(mu_);
-    backends_[static_cast<std::size_t>(backend)].view.healthy = healthy;
+    auto& b = backends_[static_cast<std::size_t>(backend)];
+    b.view.healthy = healthy && !b.retired;
 }
 
 void registry::set_held(const ticket& t, std::vector<prefix_level> levels, std::uint64_t tokens) {
@@ -301,7 +320,7 @@ bool registry::multi_model() const {
     std::lock_guard lock(mu_);
     std::string first;
     for (const auto& b : backends_) {
-        if (!b.info || b.info->model_path.empty()) continue;
+        if (b.retired || !b.info || b.info->model_path.empty()) continue;
         const auto& path = b.info->model_path;
         const std::string file = path.substr(path.find_last_of("/\\") + 1);
         if (first.empty()) first = file;

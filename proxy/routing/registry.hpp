@@ -58,6 +58,12 @@ class registry {
 public:
     registry(std::vector<std::string> backend_names, planner_settings settings);
 
+    // A config reload: `names` lists every backend by index (the registry grows to match, it
+    // never shrinks: indexes are stable), a `retired` one takes no new plans and keeps what it
+    // knows in case it comes back; `settings` replaces the planner settings.
+    void sync(const std::vector<std::string>& names, const std::vector<bool>& retired,
+              planner_settings settings);
+
     // Plans a request and reserves the chosen slot (unless the plan is to wait for it).
     // allow_wait false: never plan to wait for a busy slot (after a wait that gave up).
     ticket reserve(const fingerprint* fp, std::string_view model, std::uint64_t request_bytes,
@@ -95,6 +101,7 @@ private:
                                                  // RAM cache or disk may still have them)
         bool rate_learned = false;               // prefill rate observed
         bool tpb_learned = false;                // tokens per byte observed
+        bool retired = false;                    // removed by a reload: never planned
     };
     void evicted(backend_state& b, const std::vector<prefix_level>& levels);
     plan prefer_previous_backend(const plan_input& in, const std::vector<backend_view>& views,

@@ -35,7 +35,8 @@ awaitable<bool> slot_holds(upstream::pool& pool, const config::backend& b, int s
 awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket& t,
                                            const prefix& p) {
     disk_action a;
-    const auto& b = cfg_.backends[static_cast<std::size_t>(t.p.backend)];
+    const auto cfg = src_.current();
+    const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
     auto* idx = index_for(t.p.backend);
     const auto tokens = co_await prefix_tokens(pool, t.p.backend, p.messages, *p.body);
     if (!tokens) {
@@ -46,7 +47,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     json prime = {{"prompt", *tokens}, {"n_predict", 1}, {"id_slot", *t.p.slot},
                   {"cache_prompt", true}, {"temperature", 0}};
     const auto primed = co_await upstream::call(pool, b, http::verb::post, "/completion",
-                                                prime.dump(), cfg_.timeouts.upstream_response);
+                                                prime.dump(), cfg->timeouts.upstream_response);
     // The answer's status is not the test (a chat parser may refuse the one sampled token after
     // the prompt is in the slot): the slot must hold exactly the prefix.
     if (primed.ec || !co_await slot_holds(pool, b, *t.p.slot, tokens->size())) {
@@ -88,10 +89,10 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         const auto views = reg_.snapshot();
         s.prefill_seconds = static_cast<double>(s.tokens) /
             std::max(1.0, views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second);
-        co_await on_index(index_ex_, [this, idx, s] {
+        co_await on_index(index_ex_, [this, idx, s, max_disk = cfg->cache.max_disk] {
             idx->put(s);
             std::lock_guard lock(mu_);
-            return idx->enforce_budget(cfg_.cache.max_disk, {busy_keys_.begin(), busy_keys_.end()});
+            return idx->enforce_budget(max_disk, {busy_keys_.begin(), busy_keys_.end()});
         });
         a.what = disk_action::kind::snapshotted;
         a.tokens = s.tokens;
@@ -109,13 +110,12 @@ void disk_tier::check(int backend, const disk_action& a, const std::optional<api
     if (a.what != disk_action::kind::restored || !s || a.tokens == 0) return;
     if (static_cast<std::uint64_t>(s->cached) * 2 >= a.tokens) return;
     std::lock_guard lock(mu_);
-    auto flag = restore_broken_[static_cast<std::size_t>(backend)];
-    if (flag) return;
-    restore_broken_[static_cast<std::size_t>(backend)] = true;
+    if (!restore_broken_.insert(backend).second) return;
     log()->warn("backend {}: a restored prefix of {} tokens saved only {} tokens; this model or "
                 "its flags cannot resume from a slot file (a sliding-window model needs "
                 "--swa-full). Restores there are stopped.",
-                cfg_.backends[static_cast<std::size_t>(backend)].name, a.tokens, s->cached);
+                src_.current()->backends[static_cast<std::size_t>(backend)].name, a.tokens,
+                s->cached);
 }
 
 }  // namespace warmslot::service

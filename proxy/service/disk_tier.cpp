@@ -35,23 +35,49 @@ std::string describe(const disk_action& a) {
     return "";
 }
 
-disk_tier::disk_tier(const config::config& cfg, routing::registry& reg,
+disk_tier::disk_tier(const config::source& src, routing::registry& reg,
                      net::any_io_executor index_ex)
-    : cfg_(cfg), reg_(reg), index_ex_(std::move(index_ex)),
-      restore_broken_(cfg.backends.size(), false) {
+    : src_(src), reg_(reg), index_ex_(std::move(index_ex)) {
+    std::lock_guard lock(mu_);
+    open_indexes(*src_.current());
+}
+
+void disk_tier::open_indexes(const config::config& cfg) {
     if (!cfg.cache.enabled) return;
     for (const auto& b : cfg.backends) {
-        if (b.slot_save_path.empty() || indexes_.count(b.slot_save_path)) continue;
+        if (b.retired || b.slot_save_path.empty() || indexes_.count(b.slot_save_path)) continue;
         const std::filesystem::path dir(b.slot_save_path);
         indexes_[b.slot_save_path] =
             std::make_unique<cache::index>(dir / "warmslot-index.sqlite", dir);
     }
 }
 
+void disk_tier::sync() {
+    const auto cfg = src_.current();
+    std::lock_guard lock(mu_);
+    try {
+        open_indexes(*cfg);
+    } catch (const std::exception& e) {
+        log()->error("disk tier: {}", e.what());
+    }
+}
+
+// The cache switched off by a reload stops new snapshots and restores; files stay.
 cache::index* disk_tier::index_for(int backend) const {
-    const auto& dir = cfg_.backends[static_cast<std::size_t>(backend)].slot_save_path;
+    const auto cfg = src_.current();
+    if (!cfg->cache.enabled || backend < 0 ||
+        static_cast<std::size_t>(backend) >= cfg->backends.size()) {
+        return nullptr;
+    }
+    const auto& dir = cfg->backends[static_cast<std::size_t>(backend)].slot_save_path;
+    std::lock_guard lock(mu_);
     auto it = indexes_.find(dir);
     return it == indexes_.end() ? nullptr : it->second.get();
+}
+
+bool disk_tier::restore_broken(int backend) const {
+    std::lock_guard lock(mu_);
+    return restore_broken_.count(backend) > 0;
 }
 
 bool disk_tier::enabled_for(int backend) const {
@@ -69,7 +95,7 @@ std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
     if (!info || info->identity.empty()) return std::nullopt;
     const double tokens = static_cast<double>(fp.levels[stable - 1].bytes) *
                           views[static_cast<std::size_t>(backend)].tokens_per_byte;
-    if (tokens < static_cast<double>(cfg_.cache.min_prefix_tokens)) return std::nullopt;
+    if (tokens < static_cast<double>(src_.current()->cache.min_prefix_tokens)) return std::nullopt;
     prefix p;
     p.levels.assign(fp.levels.begin(), fp.levels.begin() + static_cast<std::ptrdiff_t>(stable));
     const std::string address = info->identity + "\n" + std::to_string(p.levels.back().hash);
@@ -90,7 +116,7 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
     auto* idx = index_for(t.p.backend);
     try {
         auto found = co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });
-        const bool broken = restore_broken_[static_cast<std::size_t>(t.p.backend)];
+        const bool broken = restore_broken(t.p.backend);
         if (found && !broken) {
             // Restored, or failed and dropped: either way the request runs now; a failed file
             // is replaced by a fresh snapshot on the next use.
@@ -101,7 +127,7 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             std::lock_guard lock(mu_);
             uses = ++uses_[p->key];
         }
-        if (found || broken || uses < cfg_.cache.snapshot_after_uses) co_return none;
+        if (found || broken || uses < src_.current()->cache.snapshot_after_uses) co_return none;
         co_return co_await snapshot(pool, t, *p);
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
@@ -111,7 +137,8 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
 
 awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket& t,
                                           const prefix& p, const cache::snapshot& s) {
-    const auto& b = cfg_.backends[static_cast<std::size_t>(t.p.backend)];
+    const auto cfg = src_.current();
+    const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
     auto* idx = index_for(t.p.backend);
     const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
     json request = {{"filename", s.file}};
@@ -158,7 +185,8 @@ awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::po
                                                                     int backend,
                                                                     const json& messages,
                                                                     const json& body) {
-    const auto& b = cfg_.backends[static_cast<std::size_t>(backend)];
+    const auto cfg = src_.current();
+    const auto& b = cfg->backends[static_cast<std::size_t>(backend)];
     json part = body;
     part.erase("stream");
     part["messages"] = messages;

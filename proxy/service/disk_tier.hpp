@@ -22,6 +22,7 @@
 
 #include "cache/index.hpp"
 #include "config/config.hpp"
+#include "config/source.hpp"
 #include "net/beast.hpp"
 #include "routing/registry.hpp"
 #include "upstream/pool.hpp"
@@ -39,7 +40,10 @@ std::string describe(const disk_action& a);
 class disk_tier {
 public:
     // Opens one index per distinct slot directory (may throw at start-up).
-    disk_tier(const config::config& cfg, routing::registry& reg, net::any_io_executor index_ex);
+    disk_tier(const config::source& src, routing::registry& reg, net::any_io_executor index_ex);
+    // After a reload: opens the indexes of slot directories that are new (blocking: call it
+    // off the I/O threads). A directory that cannot be opened is logged and left without tier.
+    void sync();
 
     bool enabled_for(int backend) const;
 
@@ -64,15 +68,17 @@ private:
                                                              const nlohmann::json& messages,
                                                              const nlohmann::json& body);
     cache::index* index_for(int backend) const;
+    bool restore_broken(int backend) const;
+    void open_indexes(const config::config& cfg);  // under mu_
 
-    const config::config& cfg_;
+    const config::source& src_;
     routing::registry& reg_;
     net::any_io_executor index_ex_;
-    std::map<std::string, std::unique_ptr<cache::index>> indexes_;  // by slot directory
     mutable std::mutex mu_;
+    std::map<std::string, std::unique_ptr<cache::index>> indexes_;  // by slot directory; only grows
     std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)
     std::set<std::string> busy_keys_;              // being saved or restored: never evicted
-    std::vector<bool> restore_broken_;             // per backend
+    std::set<int> restore_broken_;                 // backends that cannot restore
 };
 
 }  // namespace warmslot::service

@@ -131,11 +131,12 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
 }  // namespace
 
 // Waits until the slot a wait_hit plan chose is idle and takes it. False: gave up.
-awaitable<bool> pipeline::wait_for_slot(routing::ticket& t, forward_state& st) {
+awaitable<bool> pipeline::wait_for_slot(const config::config& cfg, routing::ticket& t,
+                                        forward_state& st) {
     // Waiting longer than recomputing the held prefix would take is not worth it.
     const auto worth = std::chrono::duration_cast<clock::duration>(
         std::chrono::duration<double>(std::max(0.005, t.saved_prefill_seconds)));
-    const auto limit = std::min<clock::duration>(cfg_.routing.max_wait, worth);
+    const auto limit = std::min<clock::duration>(cfg.routing.max_wait, worth);
     const auto deadline = clock::now() + limit;
     net::steady_timer timer(co_await net::this_coro::executor);
     while (!st.client_gone && clock::now() < deadline) {
@@ -148,10 +149,11 @@ awaitable<bool> pipeline::wait_for_slot(routing::ticket& t, forward_state& st) {
 
 awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                                   const nlohmann::json* body) {
+    const auto& cfg = *out.cfg;
     std::optional<routing::fingerprint> fp;
     std::string model;
     const auto kind = kind_of(std::string_view(ex.request.target()));
-    if (body && kind && cfg_.routing.enabled) fp = routing::fingerprint_request(*kind, *body);
+    if (body && kind && cfg.routing.enabled) fp = routing::fingerprint_request(*kind, *body);
     if (body && body->contains("model") && (*body)["model"].is_string() && reg_.multi_model()) {
         model = (*body)["model"].get<std::string>();
     }
@@ -168,18 +170,19 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     auto run = [&]() -> awaitable<void> {
         if (t.p.why == routing::route::wait_hit) {
             const auto start = clock::now();
-            if (!co_await wait_for_slot(t, st)) {
+            if (!co_await wait_for_slot(cfg, t, st)) {
                 reg_.cancel(t);
                 t = reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now(), false);
             }
             waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
         }
-        for (std::size_t k = 0; k < cfg_.backends.size() && !st.client_gone; ++k) {
+        for (std::size_t k = 0; k < cfg.backends.size() && !st.client_gone; ++k) {
             // The planned backend first (pinned if planned so), then the others unpinned.
             const auto chosen = t.p.backend < 0 ? 0 : static_cast<std::size_t>(t.p.backend);
             const std::size_t i = k == 0 ? chosen : (k <= chosen ? k - 1 : k);
-            const auto& b = cfg_.backends[i];
+            const auto& b = cfg.backends[i];
             const bool planned = t.p.backend >= 0 && i == chosen;
+            if (!planned && b.retired) continue;  // removed by a reload: draining
             const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
             if (slot && disk_ && fp && kind == routing::request_kind::chat && body) {
                 out.disk = co_await disk_->prepare(pool, t, *fp, *body);
@@ -192,7 +195,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             out.route = extra[1].second;
             out.slot = slot;
             for (int tries = 0; tries < 2 && !st.client_gone; ++tries) {
-                auto [ec, conn] = co_await pool.acquire(b.host, b.port, cfg_.timeouts.connect);
+                auto [ec, conn] = co_await pool.acquire(b.host, b.port, cfg.timeouts.connect);
                 if (ec) {
                     st.last_error = ec;
                     break;
@@ -204,9 +207,9 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                     if (disk_) disk_->check(t.p.backend, out.disk, stats);
                     reg_.complete(t, fp ? &*fp : nullptr, stats, clock::now());
                 };
-                std::string prepared = cfg_.routing.enabled ? prepared_body(ex.request.body(), body, slot)
+                std::string prepared = cfg.routing.enabled ? prepared_body(ex.request.body(), body, slot)
                                                             : ex.request.body();
-                const auto result = co_await try_backend(ex, *conn, st, out, cfg_, b,
+                const auto result = co_await try_backend(ex, *conn, st, out, cfg, b,
                                                          std::move(prepared), extra);
                 st.current = nullptr;
                 if (result == attempt::relayed) {

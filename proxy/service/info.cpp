@@ -20,14 +20,16 @@ void counter(std::string& out, std::string_view name, std::string_view help, dou
 }  // namespace
 
 awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
+    const auto& cfg = *out.cfg;
     auto& pool = *pools_[ex.worker];
     nlohmann::json backends = nlohmann::json::array();
     const auto views = reg_.snapshot();
     bool any_ok = false;
-    for (std::size_t i = 0; i < cfg_.backends.size(); ++i) {
-        const auto& b = cfg_.backends[i];
+    for (std::size_t i = 0; i < cfg.backends.size(); ++i) {
+        const auto& b = cfg.backends[i];
+        if (b.retired || i >= views.size()) continue;
         const auto r = co_await upstream::call(pool, b, http::verb::get, "/health", "",
-                                               std::min(cfg_.timeouts.connect, probe_timeout));
+                                               std::min(cfg.timeouts.connect, probe_timeout));
         const char* state = r.status == 200 ? "ok" : r.status == 503 ? "loading" : "unreachable";
         any_ok = any_ok || r.status == 200;
         backends.push_back({{"name", b.name}, {"url", b.url}, {"status", state},
@@ -39,18 +41,20 @@ awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
                              {"backends", backends}};
     out.status = any_ok ? 200 : 503;
     auto ec = co_await http_server::write_json(*ex.client, out.status, report.dump(),
-                                               ex.keep_alive, ex.id, cfg_.timeouts.stream_idle);
+                                               ex.keep_alive, ex.id, cfg.timeouts.stream_idle);
     if (ec) ex.keep_alive = false;
 }
 
 // The union of every backend's /v1/models, each model once.
 awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
+    const auto& cfg = *out.cfg;
     auto& pool = *pools_[ex.worker];
     nlohmann::json data = nlohmann::json::array();
     std::vector<std::string> seen;
-    for (const auto& b : cfg_.backends) {
+    for (const auto& b : cfg.backends) {
+        if (b.retired) continue;
         const auto r = co_await upstream::call(pool, b, http::verb::get, "/v1/models", "",
-                                               cfg_.timeouts.connect);
+                                               cfg.timeouts.connect);
         const auto list = nlohmann::json::parse(r.body, nullptr, false);
         if (r.status != 200 || !list.is_object() || !list.contains("data")) continue;
         for (auto m : list["data"]) {
@@ -70,11 +74,12 @@ awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
     out.status = 200;
     nlohmann::json body = {{"object", "list"}, {"data", data}};
     auto ec = co_await http_server::write_json(*ex.client, 200, body.dump(), ex.keep_alive, ex.id,
-                                               cfg_.timeouts.stream_idle);
+                                               cfg.timeouts.stream_idle);
     if (ec) ex.keep_alive = false;
 }
 
 awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
+    const auto& cfg = *out.cfg;
     const auto c = reg_.totals();
     std::string text;
     text += "# HELP warmslot_requests_total Routed requests by planned route.\n"
@@ -105,7 +110,7 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     res.body() = std::move(text);
     res.prepare_payload();
     out.status = 200;
-    ex.client->expires_after(cfg_.timeouts.stream_idle);
+    ex.client->expires_after(cfg.timeouts.stream_idle);
     auto [ec, n] = co_await http::async_write(*ex.client, res, nothrow);
     if (ec) ex.keep_alive = false;
 }

@@ -43,12 +43,23 @@ std::string model_file_stamp(const std::string& path) {
 
 }  // namespace
 
-monitor::monitor(const config::config& cfg, routing::registry& reg, net::any_io_executor ex)
-    : cfg_(cfg), reg_(reg), ex_(ex), pool_(ex, 4),
-      identity_(cfg.backends.size()), warned_(cfg.backends.size(), false) {}
+monitor::monitor(const config::source& src, routing::registry& reg, net::any_io_executor ex)
+    : src_(src), reg_(reg), ex_(ex), pool_(ex, 4) {}
 
 void monitor::start() {
-    for (std::size_t i = 0; i < cfg_.backends.size(); ++i) {
+    net::post(ex_, [this] { start_watches(); });
+}
+
+void monitor::start_watches() {
+    const auto cfg = src_.current();
+    const auto n = cfg->backends.size();
+    if (identity_.size() < n) identity_.resize(n);
+    if (warned_.size() < n) warned_.resize(n, false);
+    if (watching_.size() < n) watching_.resize(n, false);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (cfg->backends[i].retired || watching_[i]) continue;
+        watching_[i] = true;
+        identity_[i].clear();  // a returning backend is read afresh
         net::co_spawn(ex_, watch(i), net::detached);
     }
 }
@@ -56,21 +67,26 @@ void monitor::start() {
 void monitor::stop() { stopping_ = true; }
 
 awaitable<void> monitor::refresh_all() {
-    for (std::size_t i = 0; i < cfg_.backends.size(); ++i) co_await refresh(i);
+    const auto n = src_.current()->backends.size();
+    for (std::size_t i = 0; i < n && i < identity_.size(); ++i) co_await refresh(i);
 }
 
 awaitable<void> monitor::watch(std::size_t backend) {
     net::steady_timer timer(ex_);
     while (!stopping_) {
+        const auto cfg = src_.current();
+        if (cfg->backends[backend].retired) break;
         co_await refresh(backend);
-        timer.expires_after(cfg_.routing.reconcile_interval);
+        timer.expires_after(cfg->routing.reconcile_interval);
         co_await timer.async_wait(nothrow);
     }
+    watching_[backend] = false;
 }
 
 // Reads /props (and /v1/models when the backend is new or restarted), then /slots.
 awaitable<bool> monitor::refresh(std::size_t i) {
-    const auto& b = cfg_.backends[i];
+    const auto cfg = src_.current();
+    const auto& b = cfg->backends[i];
     const int idx = static_cast<int>(i);
     const json props = parse(co_await upstream::call(pool_, b, http::verb::get, "/props", "", call_timeout));
     if (!props.is_object()) {
@@ -101,7 +117,7 @@ awaitable<bool> monitor::refresh(std::size_t i) {
         if (const auto alias = props.value("model_alias", ""); !alias.empty()) info.models.push_back(alias);
         if (!info.model_path.empty()) info.models.push_back(base_name(info.model_path));
         bool pinning = false;
-        if (cfg_.routing.enabled) pinning = co_await probe_stable_slots(i, info.total_slots);
+        if (cfg->routing.enabled) pinning = co_await probe_stable_slots(b, i, info.total_slots);
         if (!identity_[i].empty()) {
             log()->warn("backend {} restarted or changed ({}): its slots are assumed empty", b.name,
                         info.model_path);
@@ -114,12 +130,12 @@ awaitable<bool> monitor::refresh(std::size_t i) {
                     pinning ? "cache-aware routing on" : "passed through without routing");
     }
     reg_.set_healthy(idx, true);
-    if (auto slots = co_await read_slots(i)) reg_.reconcile(idx, *slots, routing::clock::now());
+    if (auto slots = co_await read_slots(b)) reg_.reconcile(idx, *slots, routing::clock::now());
     co_return true;
 }
 
-awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(std::size_t i) {
-    const json slots = parse(co_await upstream::call(pool_, cfg_.backends[i], http::verb::get, "/slots", "", call_timeout));
+awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(config::backend b) {
+    const json slots = parse(co_await upstream::call(pool_, b, http::verb::get, "/slots", "", call_timeout));
     if (!slots.is_array()) co_return std::nullopt;
     std::vector<routing::observed_slot> out;
     for (const auto& s : slots) {
@@ -139,10 +155,9 @@ awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slot
 // slot into its RAM cache and clears it when a new task starts, so a pinned slot would be empty
 // and pinning a slot being swapped can hang the server. Two idle slots are given a tiny prompt
 // each, pinned; if the first is empty after the second ran, slot contents are not stable.
-awaitable<bool> monitor::probe_stable_slots(std::size_t i, int total_slots) {
-    const auto& b = cfg_.backends[i];
+awaitable<bool> monitor::probe_stable_slots(config::backend b, std::size_t i, int total_slots) {
     if (total_slots < 2) co_return true;
-    auto before = co_await read_slots(i);
+    auto before = co_await read_slots(b);
     if (!before || before->size() < 2 || (*before)[0].processing || (*before)[1].processing) {
         co_return false;  // cannot tell safely now; the next restart check probes again
     }
@@ -155,7 +170,7 @@ awaitable<bool> monitor::probe_stable_slots(std::size_t i, int total_slots) {
         auto r = co_await upstream::call(pool_, b, http::verb::post, "/completion", body.dump(), call_timeout);
         if (r.ec) co_return false;
     }
-    auto after = co_await read_slots(i);
+    auto after = co_await read_slots(b);
     const bool stable = after && after->size() >= 2 && (*after)[0].n_prompt_tokens.value_or(0) > 0;
     for (int slot : {0, 1}) {  // leave no trace: the probe's prompts are worth nothing
         const std::string target = "/slots/" + std::to_string(slot) + "?action=erase";

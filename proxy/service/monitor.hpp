@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "config/config.hpp"
+#include "config/source.hpp"
 #include "net/beast.hpp"
 #include "routing/registry.hpp"
 #include "upstream/pool.hpp"
@@ -17,7 +18,9 @@ namespace warmslot::service {
 
 class monitor {
 public:
-    monitor(const config::config& cfg, routing::registry& reg, net::any_io_executor ex);
+    monitor(const config::source& src, routing::registry& reg, net::any_io_executor ex);
+    // Starts watching every backend of the current config that is not watched yet; a watch
+    // ends when its backend is retired. start() at start-up, again after each reload.
     void start();
     void stop();
     // Runs one refresh of every backend now (start-up waits for it, tests call it).
@@ -26,16 +29,18 @@ public:
 private:
     awaitable<void> watch(std::size_t backend);
     awaitable<bool> refresh(std::size_t backend);
-    awaitable<bool> probe_stable_slots(std::size_t backend, int total_slots);
-    awaitable<std::optional<std::vector<routing::observed_slot>>> read_slots(std::size_t backend);
+    awaitable<bool> probe_stable_slots(config::backend b, std::size_t backend, int total_slots);
+    awaitable<std::optional<std::vector<routing::observed_slot>>> read_slots(config::backend b);
+    void start_watches();  // on ex_
 
-    const config::config& cfg_;
+    const config::source& src_;
     routing::registry& reg_;
     net::any_io_executor ex_;
     upstream::pool pool_;
     std::atomic<bool> stopping_{false};
     std::vector<std::string> identity_;  // per backend: model path + build + slots last seen
     std::vector<bool> warned_;
+    std::vector<bool> watching_;
 };
 
 }  // namespace warmslot::service

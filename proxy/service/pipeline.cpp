@@ -1,5 +1,7 @@
 #include "service/pipeline.hpp"
 
+#include "config/reload.hpp"
+
 #include "util/log.hpp"
 
 #include <nlohmann/json.hpp>
@@ -27,9 +29,9 @@ std::string_view bearer_token(std::string_view header) {
 
 }  // namespace
 
-pipeline::pipeline(const config::config& cfg, http_server::workers& w, routing::registry& reg,
+pipeline::pipeline(const config::source& src, http_server::workers& w, routing::registry& reg,
                    disk_tier* disk)
-    : cfg_(cfg), reg_(reg), disk_(disk) {
+    : src_(src), reg_(reg), disk_(disk) {
     for (std::size_t i = 0; i < w.size(); ++i) {
         pools_.push_back(std::make_unique<upstream::pool>(w.context(i).get_executor()));
     }
@@ -38,6 +40,7 @@ pipeline::pipeline(const config::config& cfg, http_server::workers& w, routing::
 awaitable<void> pipeline::handle(http_server::exchange& ex) {
     const auto start = std::chrono::steady_clock::now();
     outcome out;
+    out.cfg = src_.current();
     co_await dispatch(ex, out);
     const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
     log_access(ex, out, took.count());
@@ -45,11 +48,12 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
 
 // Why a request is refused before it reaches a backend, if it is. `body` is the parsed JSON
 // body of forward_json endpoints (null: absent or not JSON).
-std::optional<rejection> pipeline::check(const http::request<http::string_body>& req,
+std::optional<rejection> pipeline::check(const config::config& cfg,
+                                         const http::request<http::string_body>& req,
                                          const api::endpoint& ep,
                                          const nlohmann::json* body) const {
     const std::string path(api::path_of(std::string_view(req.target())));
-    if (ep.needs_auth && !authorized(req)) {
+    if (ep.needs_auth && !authorized(cfg, req)) {
         return rejection{api::error_kind::unauthorized,
                          "missing or invalid API key (send Authorization: Bearer <key>)"};
     }
@@ -86,24 +90,25 @@ awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
         body = nlohmann::json::parse(ex.request.body(), nullptr, false);
     }
     const auto path = api::path_of(std::string_view(ex.request.target()));
-    if (auto refused = check(ex.request, ep, &body)) {
+    if (auto refused = check(*out.cfg, ex.request, ep, &body)) {
         co_await fail(ex, out, refused->kind, std::move(refused->message));
     } else if (ep.kind == api::endpoint_kind::health) {
         co_await health(ex, out);
     } else if (ep.kind == api::endpoint_kind::metrics) {
         co_await metrics(ex, out);
-    } else if ((path == "/v1/models" || path == "/models") && cfg_.backends.size() > 1) {
+    } else if ((path == "/v1/models" || path == "/models") && config::active_backends(*out.cfg) > 1) {
         co_await models(ex, out);
     } else {
         co_await forward(ex, out, ep.kind == api::endpoint_kind::forward_json ? &body : nullptr);
     }
 }
 
-bool pipeline::authorized(const http::request<http::string_body>& req) const {
-    if (cfg_.api_keys.empty()) return true;
+bool pipeline::authorized(const config::config& cfg,
+                          const http::request<http::string_body>& req) const {
+    if (cfg.api_keys.empty()) return true;
     std::string_view given = bearer_token(std::string_view(req[http::field::authorization]));
     if (given.empty()) given = std::string_view(req["X-Api-Key"]);
-    return !given.empty() && util::matches_any_key(given, cfg_.api_keys);
+    return !given.empty() && util::matches_any_key(given, cfg.api_keys);
 }
 
 awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
@@ -113,12 +118,12 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
     out.error = kind;
     auto ec = co_await http_server::write_json(*ex.client, info.status,
                                                api::error_body(kind, message), ex.keep_alive,
-                                               ex.id, cfg_.timeouts.stream_idle);
+                                               ex.id, out.cfg->timeouts.stream_idle);
     if (ec) ex.keep_alive = false;
 }
 
 void pipeline::log_access(const http_server::exchange& ex, const outcome& out, double ms) const {
-    if (!cfg_.log.access) return;
+    if (!out.cfg->log.access) return;
     const auto& req = ex.request;
     std::string cache = "-";
     if (out.stats) cache = fmt::format("cached={} processed={}", out.stats->cached,

@@ -16,6 +16,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "config/config.hpp"
+#include "config/source.hpp"
 #include "http/server.hpp"
 #include "routing/registry.hpp"
 #include "service/disk_tier.hpp"
@@ -25,6 +26,7 @@ namespace warmslot::service {
 
 // What became of a request: the access log line is made from it.
 struct outcome {
+    config::snapshot cfg;     // the config this request runs under, kept until it ends
     unsigned status = 0;
     std::string backend;
     std::optional<api::prompt_stats> stats;
@@ -47,25 +49,27 @@ struct rejection {
 class pipeline {
 public:
     // `disk` may be null (no disk tier).
-    pipeline(const config::config& cfg, http_server::workers& w, routing::registry& reg,
+    pipeline(const config::source& src, http_server::workers& w, routing::registry& reg,
              disk_tier* disk = nullptr);
     awaitable<void> handle(http_server::exchange& ex);
 
 private:
     awaitable<void> dispatch(http_server::exchange& ex, outcome& out);
     awaitable<void> forward(http_server::exchange& ex, outcome& out, const nlohmann::json* body);
-    awaitable<bool> wait_for_slot(routing::ticket& t, forward_state& st);
+    awaitable<bool> wait_for_slot(const config::config& cfg, routing::ticket& t,
+                                  forward_state& st);
     awaitable<void> models(http_server::exchange& ex, outcome& out);
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
-    std::optional<rejection> check(const http::request<http::string_body>& req,
+    std::optional<rejection> check(const config::config& cfg,
+                                   const http::request<http::string_body>& req,
                                    const api::endpoint& ep, const nlohmann::json* body) const;
-    bool authorized(const http::request<http::string_body>& req) const;
+    bool authorized(const config::config& cfg, const http::request<http::string_body>& req) const;
     void log_access(const http_server::exchange& ex, const outcome& out, double ms) const;
 
-    const config::config& cfg_;
+    const config::source& src_;
     routing::registry& reg_;
     disk_tier* disk_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker

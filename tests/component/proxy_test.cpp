@@ -106,7 +106,7 @@ struct proxy_under_test {
     explicit proxy_under_test(config::config c)
         : cfg(std::move(c)),
           workers(2),
-          registry(backend_names(cfg), routing::planner_settings{}),
+          registry(backend_names(*cfg.current()), routing::planner_settings{}),
           pipeline(cfg, workers, registry),
           server(cfg, workers, [this](http_server::exchange& ex) { return pipeline.handle(ex); }) {
         server.listen();
@@ -118,7 +118,7 @@ struct proxy_under_test {
     }
     std::uint16_t port() const { return server.port(); }
 
-    config::config cfg;
+    config::source cfg;
     http_server::workers workers;
     routing::registry registry;
     service::pipeline pipeline;

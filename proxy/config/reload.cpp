@@ -1,0 +1,75 @@
+#include "config/reload.hpp"
+
+#include <algorithm>
+
+namespace warmslot::config {
+namespace {
+
+std::string endpoint_of(const backend& b) { return b.url; }
+
+bool same_models(const backend& a, const backend& b) {
+    return a.models == b.models && a.slot_save_path == b.slot_save_path;
+}
+
+}  // namespace
+
+std::size_t active_backends(const config& cfg) {
+    return static_cast<std::size_t>(std::count_if(cfg.backends.begin(), cfg.backends.end(),
+                                                  [](const backend& b) { return !b.retired; }));
+}
+
+bool same_backend(const backend& a, const backend& b) {
+    return a.name == b.name && endpoint_of(a) == endpoint_of(b);
+}
+
+reload_plan plan_reload(const config& running, config parsed) {
+    reload_plan out;
+    std::vector<backend> fresh = std::move(parsed.backends);
+    std::vector<bool> taken(fresh.size(), false);
+    std::vector<backend> kept;
+    kept.reserve(running.backends.size() + fresh.size());
+    for (std::size_t i = 0; i < running.backends.size(); ++i) {
+        const backend& old = running.backends[i];
+        const auto match = std::find_if(fresh.begin(), fresh.end(), [&](const backend& b) {
+            return same_backend(old, b);
+        });
+        if (match == fresh.end()) {
+            kept.push_back(old);
+            if (!old.retired) {
+                kept.back().retired = true;
+                out.retired.push_back(static_cast<int>(i));
+                out.changes.push_back("backend " + old.name + " (" + endpoint_of(old) +
+                                      "): removed, draining");
+            }
+            continue;
+        }
+        taken[static_cast<std::size_t>(match - fresh.begin())] = true;
+        kept.push_back(*match);
+        kept.back().retired = false;
+        if (old.retired) {
+            out.added.push_back(static_cast<int>(i));
+            out.changes.push_back("backend " + old.name + ": back");
+        } else if (!same_models(old, *match)) {
+            out.changes.push_back("backend " + old.name + ": models or slot_save_path changed");
+        }
+    }
+    for (std::size_t j = 0; j < fresh.size(); ++j) {
+        if (taken[j]) continue;
+        out.added.push_back(static_cast<int>(kept.size()));
+        out.changes.push_back("backend " + fresh[j].name + " (" + endpoint_of(fresh[j]) +
+                              "): added");
+        kept.push_back(std::move(fresh[j]));
+    }
+    parsed.backends = std::move(kept);
+    if (parsed.listen.host != running.listen.host || parsed.listen.port != running.listen.port) {
+        out.changes.push_back("listen: " + parsed.listen.host + ":" +
+                              std::to_string(parsed.listen.port) +
+                              " takes effect at the next start; still listening on " +
+                              running.listen.host + ":" + std::to_string(running.listen.port));
+        parsed.listen = running.listen;
+    }
+    out.next = std::move(parsed);
+    return out;
+}
+
+}  // namespace warmslot::config
