@@ -82,9 +82,8 @@ file_watch::file_watch(std::string path, std::function<void()> on_change,
     // Taken here, not on the thread: a change made right after construction must count.
     auto start = std::make_shared<identity>(identity_of(path_));
     try {
-        thread_ = std::thread([this, start] {
-            mode_ == mode::inotify ? run_inotify(*start) : run_polling(*start);
-        });
+        thread_ = std::thread(
+            [this, start] { mode_ == mode::inotify ? run_inotify(*start) : run_polling(*start); });
     } catch (...) {
         stop();
         throw;
@@ -167,8 +166,10 @@ void file_watch::run_inotify(identity last) {
             }
         }
         relevant = relevant || identity_of(path_) != last;
-        if (relevant) pending = true;
-        else ++checks_;
+        if (relevant)
+            pending = true;
+        else
+            ++checks_;
     }
 }
 

@@ -49,8 +49,8 @@ class spawn_setup {
         sigemptyset(&defaults);
         for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2})
             sigaddset(&defaults, sig);
-        ::posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                               POSIX_SPAWN_SETSIGDEF);
+        ::posix_spawnattr_setflags(
+            &attr_, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
         ::posix_spawnattr_setpgroup(&attr_, 0);
         ::posix_spawnattr_setsigmask(&attr_, &none);
         ::posix_spawnattr_setsigdefault(&attr_, &defaults);
@@ -145,8 +145,8 @@ std::unique_ptr<process> start_process(const process_options& options) {
     const std::string& program = options.argv.front();
     if (!options.log_path.empty()) {
         // posix_spawn would report an unopenable log as a failure of the program; check first.
-        const int fd = ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                              0640);
+        const int fd =
+            ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
         if (fd < 0) throw os_error(errno, "cannot open log file " + options.log_path);
         ::close(fd);
     }
@@ -155,8 +155,8 @@ std::unique_ptr<process> start_process(const process_options& options) {
     argv.push_back(nullptr);
     const spawn_setup setup(options);
     pid_t pid = 0;
-    const int error = ::posix_spawnp(&pid, program.c_str(), setup.actions(), setup.attr(),
-                                     argv.data(), environ);
+    const int error =
+        ::posix_spawnp(&pid, program.c_str(), setup.actions(), setup.attr(), argv.data(), environ);
     if (error != 0) throw os_error(error, "cannot start " + program);
     return std::make_unique<posix_process>(pid);
 }

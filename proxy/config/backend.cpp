@@ -30,8 +30,8 @@ std::string lower(std::string text) {
 
 std::optional<std::string_view> own_flag(std::string_view arg) {
     for (const std::string_view flag : own_flags) {
-        if (arg == flag || (arg.starts_with(flag) && arg.size() > flag.size() &&
-                            arg[flag.size()] == '='))
+        if (arg == flag ||
+            (arg.starts_with(flag) && arg.size() > flag.size() && arg[flag.size()] == '='))
             return flag;
     }
     return std::nullopt;
@@ -70,15 +70,12 @@ std::vector<backend> reader::read_backends(const entry& e) const {
 backend reader::read_backend(const entry& e) const {
     if (!e.node.IsMap())
         fail(e.line, e.path,
-             "expected a map with name and url or command, found " +
-                 std::string(kind_of(e.node)));
+             "expected a map with name and url or command, found " + std::string(kind_of(e.node)));
     backend b;
     bool have_name = false;
     bool have_url = false;
     std::vector<std::pair<std::string, int>> command_only;  // supervision keys given, and lines
-    const auto supervision = [&](const entry& v) {
-        command_only.emplace_back(v.path, v.line);
-    };
+    const auto supervision = [&](const entry& v) { command_only.emplace_back(v.path, v.line); };
     read_map(e, {{"name",
                   [&](const entry& v) {
                       b.name = read_scalar(v, "a name");
@@ -106,8 +103,10 @@ backend reader::read_backend(const entry& e) const {
                  {"start",
                   [&](const entry& v) {
                       const std::string mode = read_scalar(v, "always or on_demand");
-                      if (mode == "always") b.start = start_mode::always;
-                      else if (mode == "on_demand") b.start = start_mode::on_demand;
+                      if (mode == "always")
+                          b.start = start_mode::always;
+                      else if (mode == "on_demand")
+                          b.start = start_mode::on_demand;
                       else
                           fail(v.line, v.path,
                                "unknown start \"" + mode + "\"; expected always or on_demand");
@@ -132,8 +131,9 @@ backend reader::read_backend(const entry& e) const {
     return b;
 }
 
-void reader::check_backend_keys(const entry& e, const backend& b, bool have_url,
-                                const std::vector<std::pair<std::string, int>>& command_only) const {
+void reader::check_backend_keys(
+    const entry& e, const backend& b, bool have_url,
+    const std::vector<std::pair<std::string, int>>& command_only) const {
     if (have_url && b.supervised()) {
         const YAML::Node command = e.node["command"];
         fail(line_of(command, e.line), child_path(e.path, "command"),
@@ -179,7 +179,8 @@ std::vector<std::string> reader::read_command(const entry& e) const {
 
 std::vector<std::string> reader::read_names(const entry& e) const {
     if (!e.node.IsSequence()) {
-        fail(e.line, e.path, "expected a list of model names, found " + std::string(kind_of(e.node)));
+        fail(e.line, e.path,
+             "expected a list of model names, found " + std::string(kind_of(e.node)));
     }
     std::vector<std::string> out;
     for (std::size_t i = 0; i < e.node.size(); ++i) {

@@ -36,7 +36,8 @@ struct fixture {
         options.force_polling = polling;
         options.poll_interval = 20ms;
         options.debounce = 30ms;
-        return std::make_unique<file_watch>(path, [this] { ++calls; }, options);
+        return std::make_unique<file_watch>(
+            path, [this] { ++calls; }, options);
     }
     bool called(int n) {
         return wait_until([&] { return calls.load() >= n; }, 10s);
@@ -126,10 +127,13 @@ TEST_CASE("file_watch: stop joins promptly and the destructor stops") {
     slow.poll_interval = 1h;
     const auto started = std::chrono::steady_clock::now();
     {
-        file_watch w(f.path, [] {}, slow);
+        file_watch w(
+            f.path, [] {}, slow);
         w.stop();
     }
-    { file_watch w(f.path, [] {}); }
+    {
+        file_watch w(f.path, [] {});
+    }
     CHECK(std::chrono::steady_clock::now() - started < 5s);
 }
 

@@ -61,8 +61,8 @@ TEST_CASE("config: a command backend gets supervision defaults and a slot direct
     REQUIRE(c.backends.size() == 2);
     const cfg::backend& b = c.backends[0];
     CHECK(b.supervised());
-    CHECK(b.command == std::vector<std::string>{"/opt/llama/llama-server", "-m", "/models/q.gguf",
-                                                "-np", "4"});
+    CHECK(b.command ==
+          std::vector<std::string>{"/opt/llama/llama-server", "-m", "/models/q.gguf", "-np", "4"});
     CHECK(b.url.empty());
     CHECK(b.host == "127.0.0.1");
     CHECK(b.port == 0);
@@ -122,7 +122,8 @@ TEST_CASE("config: cache.dir defaults from the environment") {
         CAPTURE(ec.dir);
         const cfg::config c = parse("backends:\n  - {name: u, url: http://h:1}\n", ec.env);
         CHECK(c.cache.dir == ec.dir);
-        if (!ec.dir.empty()) CHECK(parse(yaml, ec.env).backends[0].slot_save_path == ec.dir + "/slots/b1");
+        if (!ec.dir.empty())
+            CHECK(parse(yaml, ec.env).backends[0].slot_save_path == ec.dir + "/slots/b1");
     }
     CHECK(parse(yaml + "cache:\n  enabled: true\n", {{"HOME", "/h"}}).cache.dir ==
           "/h/.cache/warmslot/state");
