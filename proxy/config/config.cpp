@@ -1,7 +1,5 @@
 #include "config/config.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -14,16 +12,12 @@
 #include <utility>
 
 #include "config/address.hpp"
+#include "config/reader.hpp"
 #include "util/units.hpp"
 
 namespace warmslot::config {
+namespace detail {
 namespace {
-
-using detail::is_alnum;
-using detail::is_digit;
-using detail::is_digits;
-using detail::parse_backend_url;
-using detail::parse_listen;
 
 constexpr millis max_timeout = std::chrono::hours{24};
 constexpr std::uint64_t kib = 1024;
@@ -37,13 +31,24 @@ std::string format_error(const std::string& source, int line, const std::string&
     return out + problem;
 }
 
-// One YAML value and where it sits; `line` is 1-based and, for an empty value, the key's line
-// (yaml-cpp marks an empty value at the token that follows it).
-struct entry {
-    YAML::Node node;
-    std::string path;
-    int line = 0;
-};
+// "${NAME}" -> "NAME"; std::nullopt when the text is not exactly one such reference.
+std::optional<std::string> env_reference(std::string_view text) {
+    if (text.size() < 4 || !text.starts_with("${") || !text.ends_with('}')) return std::nullopt;
+    const std::string_view name = text.substr(2, text.size() - 3);
+    const auto ok = [](char c) { return is_alnum(c) || c == '_'; };
+    if (is_digit(name.front())) return std::nullopt;
+    if (!std::all_of(name.begin(), name.end(), ok)) return std::nullopt;
+    return std::string(name);
+}
+
+bool has_space_or_control(std::string_view key) {
+    return std::any_of(key.begin(), key.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u <= 0x20 || u == 0x7f;
+    });
+}
+
+}  // namespace
 
 int line_of(const YAML::Node& node, int fallback) {
     const YAML::Mark mark = node.Mark();
@@ -64,69 +69,6 @@ std::string_view kind_of(const YAML::Node& node) {
     if (node.IsNull()) return "no value";
     return "a scalar";
 }
-
-bool is_backend_name(std::string_view name) {
-    const auto ok = [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; };
-    return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), ok);
-}
-
-// "${NAME}" -> "NAME"; std::nullopt when the text is not exactly one such reference.
-std::optional<std::string> env_reference(std::string_view text) {
-    if (text.size() < 4 || !text.starts_with("${") || !text.ends_with('}')) return std::nullopt;
-    const std::string_view name = text.substr(2, text.size() - 3);
-    const auto ok = [](char c) { return is_alnum(c) || c == '_'; };
-    if (is_digit(name.front())) return std::nullopt;
-    if (!std::all_of(name.begin(), name.end(), ok)) return std::nullopt;
-    return std::string(name);
-}
-
-bool has_space_or_control(std::string_view key) {
-    return std::any_of(key.begin(), key.end(), [](char c) {
-        const auto u = static_cast<unsigned char>(c);
-        return u <= 0x20 || u == 0x7f;
-    });
-}
-
-struct field {
-    std::string_view key;
-    std::function<void(const entry&)> read;
-};
-
-// Walks the YAML and fills a config; the first problem found throws config_error.
-class reader {
-  public:
-    reader(std::string_view source, const env_lookup& env) : source_(source), env_(env) {}
-
-    config read(const YAML::Node& root);
-
-  private:
-    [[noreturn]] void fail(int line, const std::string& path, std::string problem) const {
-        throw config_error(source_, line, path, std::move(problem));
-    }
-
-    void read_map(const entry& map, const std::vector<field>& fields) const;
-    std::string read_scalar(const entry& e, std::string_view expected) const;
-    bool read_bool(const entry& e) const;
-    std::size_t read_count(const entry& e, std::size_t min, std::size_t max) const;
-    std::size_t read_size(const entry& e, std::uint64_t min, std::uint64_t max) const;
-    millis read_duration(const entry& e) const;
-
-    listen_address read_listen(const entry& e) const;
-    std::vector<backend> read_backends(const entry& e) const;
-    backend read_backend(const entry& e) const;
-    std::vector<std::string> read_api_keys(const entry& e) const;
-    std::string read_api_key(const entry& e) const;
-    void check_api_key(const entry& e, const std::string& key, const std::string& from) const;
-    limits read_limits(const entry& e) const;
-    timeouts read_timeouts(const entry& e) const;
-    log_settings read_log(const entry& e) const;
-    routing_settings read_routing(const entry& e) const;
-    cache_settings read_cache(const entry& e) const;
-    std::vector<std::string> read_names(const entry& e) const;
-
-    std::string source_;
-    const env_lookup& env_;
-};
 
 void reader::read_map(const entry& map, const std::vector<field>& fields) const {
     if (map.node.IsNull()) return;  // "section:" with nothing under it keeps the defaults
@@ -195,11 +137,12 @@ std::size_t reader::read_size(const entry& e, std::uint64_t min, std::uint64_t m
     return static_cast<std::size_t>(*size.value);
 }
 
-millis reader::read_duration(const entry& e) const {
+millis reader::read_duration(const entry& e, bool allow_zero) const {
     const util::parse_result<millis> duration =
         util::parse_duration(read_scalar(e, "a duration such as 10s"));
     if (!duration) fail(e.line, e.path, "invalid duration: " + duration.error);
-    if (*duration.value <= millis{0}) fail(e.line, e.path, "must be greater than 0");
+    if (*duration.value < millis{0} || (!allow_zero && *duration.value == millis{0}))
+        fail(e.line, e.path, allow_zero ? "must not be negative" : "must be greater than 0");
     if (*duration.value > max_timeout) fail(e.line, e.path, "must be at most 24h");
     return *duration.value;
 }
@@ -209,61 +152,6 @@ listen_address reader::read_listen(const entry& e) const {
     if (auto problem = parse_listen(read_scalar(e, "host:port"), out))
         fail(e.line, e.path, *problem);
     return out;
-}
-
-std::vector<backend> reader::read_backends(const entry& e) const {
-    if (!e.node.IsSequence() || e.node.size() == 0) {
-        fail(e.line, e.path,
-             "expected a non-empty list of backends, found " +
-                 std::string(e.node.IsSequence() ? "an empty list" : kind_of(e.node)));
-    }
-    std::vector<backend> out;
-    for (std::size_t i = 0; i < e.node.size(); ++i) {
-        const YAML::Node item = e.node[i];
-        const entry item_entry{item, item_path(e.path, i), line_of(item, e.line)};
-        backend b = read_backend(item_entry);
-        for (std::size_t j = 0; j < out.size(); ++j) {
-            if (out[j].name == b.name) {
-                fail(item_entry.line, item_entry.path + ".name",
-                     "duplicate backend name \"" + b.name + "\" (also " + item_path(e.path, j) +
-                         ")");
-            }
-        }
-        out.push_back(std::move(b));
-    }
-    return out;
-}
-
-backend reader::read_backend(const entry& e) const {
-    if (!e.node.IsMap())
-        fail(e.line, e.path,
-             "expected a map with name and url, found " + std::string(kind_of(e.node)));
-    backend b;
-    bool have_name = false;
-    bool have_url = false;
-    read_map(e, {{"name",
-                  [&](const entry& v) {
-                      b.name = read_scalar(v, "a name");
-                      if (!is_backend_name(b.name))
-                          fail(v.line, v.path, "must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
-                      have_name = true;
-                  }},
-                 {"url",
-                  [&](const entry& v) {
-                      b.url = read_scalar(v, "a URL");
-                      if (auto problem = parse_backend_url(b.url, b))
-                          fail(v.line, v.path, *problem);
-                      have_url = true;
-                  }},
-                 {"models", [&](const entry& v) { b.models = read_names(v); }},
-                 {"slot_save_path", [&](const entry& v) {
-                      b.slot_save_path = read_scalar(v, "a directory");
-                      if (b.slot_save_path.empty() || b.slot_save_path.front() != '/')
-                          fail(v.line, v.path, "must be an absolute directory path");
-                  }}});
-    if (!have_name) fail(e.line, child_path(e.path, "name"), "is required");
-    if (!have_url) fail(e.line, child_path(e.path, "url"), "is required");
-    return b;
 }
 
 std::vector<std::string> reader::read_api_keys(const entry& e) const {
@@ -360,21 +248,6 @@ log_settings reader::read_log(const entry& e) const {
     return out;
 }
 
-std::vector<std::string> reader::read_names(const entry& e) const {
-    if (!e.node.IsSequence()) {
-        fail(e.line, e.path, "expected a list of model names, found " + std::string(kind_of(e.node)));
-    }
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < e.node.size(); ++i) {
-        const entry item{e.node[i], item_path(e.path, i), line_of(e.node[i], e.line)};
-        out.push_back(read_scalar(item, "a model name"));
-        if (out.back().empty() || out.back().size() > 256) {
-            fail(item.line, item.path, "must be 1 to 256 characters");
-        }
-    }
-    return out;
-}
-
 routing_settings reader::read_routing(const entry& e) const {
     routing_settings out;
     read_map(e, {{"enabled", [&](const entry& v) { out.enabled = read_bool(v); }},
@@ -394,13 +267,37 @@ routing_settings reader::read_routing(const entry& e) const {
 cache_settings reader::read_cache(const entry& e) const {
     cache_settings out;
     read_map(e, {{"enabled", [&](const entry& v) { out.enabled = read_bool(v); }},
+                 {"dir",
+                  [&](const entry& v) {
+                      out.dir = read_scalar(v, "a directory");
+                      if (out.dir.empty() || out.dir.front() != '/')
+                          fail(v.line, v.path, "must be an absolute directory path");
+                      while (out.dir.size() > 1 && out.dir.back() == '/') out.dir.pop_back();
+                  }},
                  {"max_disk",
                   [&](const entry& v) { out.max_disk = read_size(v, 1024 * 1024, UINT64_MAX / 2); }},
                  {"min_prefix_tokens",
                   [&](const entry& v) { out.min_prefix_tokens = read_count(v, 1, 100'000'000); }},
                  {"snapshot_after_uses",
                   [&](const entry& v) { out.snapshot_after_uses = read_count(v, 1, 1'000'000); }}});
+    if (out.dir.empty()) out.dir = default_cache_dir();
     return out;
+}
+
+// $STATE_DIRECTORY (set by systemd's StateDirectory=; the first of a ':'-separated list), else
+// $XDG_CACHE_HOME/warmslot/state, else $HOME/.cache/warmslot/state. Relative values are ignored,
+// as the XDG base directory spec asks. "" when none applies.
+std::string reader::default_cache_dir() const {
+    const auto absolute = [&](const std::string& name) -> std::string {
+        std::optional<std::string> value = env_ ? env_(name) : std::nullopt;
+        if (!value || value->empty() || value->front() != '/') return "";
+        if (name == "STATE_DIRECTORY") return value->substr(0, value->find(':'));
+        return *value;
+    };
+    if (std::string dir = absolute("STATE_DIRECTORY"); !dir.empty()) return dir;
+    if (std::string dir = absolute("XDG_CACHE_HOME"); !dir.empty()) return dir + "/warmslot/state";
+    if (std::string dir = absolute("HOME"); !dir.empty()) return dir + "/.cache/warmslot/state";
+    return "";
 }
 
 config reader::read(const YAML::Node& root) {
@@ -408,27 +305,35 @@ config reader::read(const YAML::Node& root) {
     if (!root.IsMap())
         fail(top.line, "", "expected a map of settings, found " + std::string(kind_of(root)));
     config c;
-    bool have_backends = false;
+    int backends_line = 0;
+    bool have_cache = false;
     read_map(top, {{"listen", [&](const entry& v) { c.listen = read_listen(v); }},
                    {"backends",
                     [&](const entry& v) {
                         c.backends = read_backends(v);
-                        have_backends = true;
+                        backends_line = v.line;
                     }},
                    {"api_keys", [&](const entry& v) { c.api_keys = read_api_keys(v); }},
                    {"limits", [&](const entry& v) { c.limits = read_limits(v); }},
                    {"timeouts", [&](const entry& v) { c.timeouts = read_timeouts(v); }},
                    {"routing", [&](const entry& v) { c.routing = read_routing(v); }},
-                   {"cache", [&](const entry& v) { c.cache = read_cache(v); }},
+                   {"cache",
+                    [&](const entry& v) {
+                        c.cache = read_cache(v);
+                        have_cache = true;
+                    }},
                    {"log", [&](const entry& v) { c.log = read_log(v); }}});
-    if (!have_backends) fail(top.line, "backends", "is required; list at least one llama-server");
+    if (backends_line == 0)
+        fail(top.line, "backends", "is required; list at least one llama-server");
+    if (!have_cache) c.cache.dir = default_cache_dir();
+    default_slot_paths(c, top, backends_line);
     return c;
 }
 
-}  // namespace
+}  // namespace detail
 
 config_error::config_error(std::string source, int line, std::string key_path, std::string problem)
-    : std::runtime_error(format_error(source, line, key_path, problem)),
+    : std::runtime_error(detail::format_error(source, line, key_path, problem)),
       key_path_(std::move(key_path)),
       line_(line),
       problem_(std::move(problem)) {}
@@ -453,10 +358,10 @@ config parse(std::string_view yaml_text, std::string_view source, const env_look
     if (documents.empty() || documents.front().IsNull())
         throw config_error(src, 1, "", "config is empty; at least backends is required");
     if (documents.size() > 1) {
-        throw config_error(src, line_of(documents[1], 0), "",
+        throw config_error(src, detail::line_of(documents[1], 0), "",
                            "only one YAML document is allowed (found a second '---')");
     }
-    return reader(source, env).read(documents.front());
+    return detail::reader(source, env).read(documents.front());
 }
 
 config load_file(const std::string& path, const env_lookup& env) {

@@ -23,17 +23,37 @@ struct listen_address {
     std::uint16_t port = 8080;
 };
 
-// One llama-server process, reached over plain HTTP.
+// When warmslot starts a supervised backend (one with a `command`).
+enum class start_mode {
+    always,     // at startup, and again after it exits
+    on_demand,  // on the first request that needs it
+};
+
+// One llama-server process, reached over plain HTTP. Either an existing server (`url`) or one
+// warmslot starts and supervises itself (`command`); exactly one of the two is configured.
 struct backend {
-    std::string name;
-    std::string url;         // as written, e.g. "http://127.0.0.1:8081"
-    std::string host;        // parsed from url
-    std::uint16_t port = 0;  // parsed from url (default 80)
+    std::string name;        // unique (also ignoring case), safe as a directory name
+    std::string url;         // as written, e.g. "http://127.0.0.1:8081"; "" for a command backend
+    std::string host;        // parsed from url; "127.0.0.1" for a command backend
+    std::uint16_t port = 0;  // parsed from url (default 80); 0 for a command backend: the port
+                             // is picked when the process is started
     std::vector<std::string> models; // names requests may use for this backend's model
     std::string slot_save_path;      // the directory given to its --slot-save-path, as seen
-                                     // from warmslot ("" = no disk tier for this backend)
-    bool retired = false;            // removed by a reload: takes no new requests, drains
-                                     // (never set by the parser; see config/reload.hpp)
+                                     // from warmslot ("" = no disk tier for this backend). For a
+                                     // command backend it defaults to <cache.dir>/slots/<name>.
+
+    // Supervision; only a command backend has these (url backends keep the defaults).
+    std::vector<std::string> command;  // argv: program first, never a shell string. warmslot
+                                       // adds --host, --port and --slot-save-path itself.
+    start_mode start = start_mode::always;
+    millis idle_stop{0};               // stop after this long without requests; 0 = never
+    millis start_timeout{120'000};     // how long requests wait for it to start and turn healthy
+    millis restart_backoff_max{30'000};  // longest pause between restarts after it exits
+
+    bool retired = false;  // removed by a reload: takes no new requests, drains
+                           // (never set by the parser; see config/reload.hpp)
+
+    bool supervised() const noexcept { return !command.empty(); }
 };
 
 struct limits {
@@ -67,6 +87,11 @@ struct routing_settings {
 // The disk tier: prefixes kept as slot files (see docs/config.md, "cache").
 struct cache_settings {
     bool enabled = true;
+    // warmslot's state directory (absolute): default slot directories of command backends live
+    // in <dir>/slots/<name>. Default: $STATE_DIRECTORY, else $XDG_CACHE_HOME/warmslot/state,
+    // else $HOME/.cache/warmslot/state; "" when none of them is set (then every command backend
+    // needs an explicit slot_save_path).
+    std::string dir;
     std::uint64_t max_disk = 50ull * 1024 * 1024 * 1024; // bytes of slot files per directory
     std::uint64_t min_prefix_tokens = 2048;  // shorter stable prefixes are not snapshotted
     std::uint64_t snapshot_after_uses = 1;   // snapshot a prefix on its Nth use

@@ -5,7 +5,13 @@
 namespace warmslot::config {
 namespace {
 
-std::string endpoint_of(const backend& b) { return b.url; }
+// A url backend is its url; a supervised one is its command line (its port is picked at start).
+std::string endpoint_of(const backend& b) {
+    if (!b.supervised()) return b.url;
+    std::string line = "command:";
+    for (const auto& arg : b.command) line += " " + arg;
+    return line;
+}
 
 bool same_models(const backend& a, const backend& b) {
     return a.models == b.models && a.slot_save_path == b.slot_save_path;
@@ -46,6 +52,11 @@ reload_plan plan_reload(const config& running, config parsed) {
         taken[static_cast<std::size_t>(match - fresh.begin())] = true;
         kept.push_back(*match);
         kept.back().retired = false;
+        if (old.supervised()) {  // the running process keeps its address
+            kept.back().host = old.host;
+            kept.back().port = old.port;
+            kept.back().url = old.url;
+        }
         if (old.retired) {
             out.added.push_back(static_cast<int>(i));
             out.changes.push_back("backend " + old.name + ": back");

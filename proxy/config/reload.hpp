@@ -24,7 +24,7 @@ struct reload_plan {
 // Backends that take requests (not retired).
 std::size_t active_backends(const config& cfg);
 
-// Same backend across a reload: same name and endpoint.
+// Same backend across a reload: same name and endpoint (url, or command line).
 bool same_backend(const backend& a, const backend& b);
 
 // `running` is the snapshot in use, `parsed` the freshly validated file. Settings that only

@@ -83,6 +83,31 @@ TEST_CASE("reload: the listen address waits for a restart, other settings apply"
     CHECK(plan.changes[0].find("next start") != std::string::npos);
 }
 
+TEST_CASE("reload: a supervised backend is its command line and keeps its running address") {
+    backend s;
+    s.name = "s";
+    s.command = {"llama-server", "-m", "a.gguf"};
+    auto running = with({s});
+    running.backends[0].host = "127.0.0.1";
+    running.backends[0].port = 41000;
+    running.backends[0].url = "http://127.0.0.1:41000";
+    auto same = with({s});
+    same.backends[0].idle_stop = millis{5000};
+    auto plan = plan_reload(running, same);
+    REQUIRE(plan.next.backends.size() == 1);
+    CHECK(plan.next.backends[0].port == 41000);
+    CHECK(plan.next.backends[0].idle_stop == millis{5000});
+    CHECK(plan.changes.empty());
+
+    auto other = with({s});
+    other.backends[0].command.back() = "b.gguf";
+    plan = plan_reload(running, other);
+    REQUIRE(plan.next.backends.size() == 2);
+    CHECK(plan.next.backends[0].retired);
+    CHECK(plan.next.backends[1].port == 0);  // a new process: its port is picked at start
+    CHECK(plan.added == std::vector<int>{1});
+}
+
 TEST_CASE("reload: active backends leave out retired ones") {
     auto c = with({make("a", "http://127.0.0.1:1"), make("b", "http://127.0.0.1:2")});
     CHECK(active_backends(c) == 2);

@@ -1,0 +1,62 @@
+// Child processes: start a program from an argv list, watch it, stop it. Platform seam: the
+// interface knows nothing of POSIX (a Windows implementation would provide the same factory);
+// process_posix.cpp implements it with posix_spawn and process groups. No Asio.
+//
+// A `process` object is used from one thread at a time (the supervisor's); it is not
+// thread-safe. terminate() blocks for up to its grace period, so never call it on an I/O thread.
+// The caller must not set SIGCHLD to SIG_IGN (children would be reaped behind poll()'s back).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace warmslot::app {
+
+// How a child ended.
+struct exit_status {
+    bool exited = false;  // true: it called exit(); false: a signal ended it
+    int code = 0;         // exit code when `exited`
+    int signal = 0;       // the signal number otherwise
+
+    // "exited with code 3", "killed by signal 9 (Killed)".
+    std::string describe() const;
+};
+
+struct process_options {
+    std::vector<std::string> argv;  // program first; a name without '/' is looked up in PATH
+    std::string log_path;           // stdout and stderr are appended to this file (created if
+                                    // missing; its directory must exist); "" = inherit ours
+};
+
+// One started child. It leads its own process group, so terminate() also reaches the processes
+// it started. stdin is /dev/null. Destroying a process that is still running kills its group
+// with SIGKILL and reaps it: call terminate() first for a graceful stop.
+class process {
+  public:
+    virtual ~process() = default;
+
+    virtual std::int64_t pid() const noexcept = 0;
+
+    // Non-blocking: std::nullopt while it runs, then (on every later call too) how it ended.
+    virtual std::optional<exit_status> poll() = 0;
+
+    // Asks the group to stop (SIGTERM), waits up to `grace` for the child to exit, then kills
+    // the group (SIGKILL) and reaps the child. Returns how it ended; returns at once when it
+    // already had. Blocking.
+    virtual exit_status terminate(std::chrono::milliseconds grace) = 0;
+};
+
+// Starts the program. Throws std::system_error when it cannot be started (missing program, no
+// permission, unwritable log file); the message names the program.
+std::unique_ptr<process> start_process(const process_options& options);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and released). Another
+// process may take it before the caller uses it, so callers retry on "address in use".
+// Throws std::system_error.
+std::uint16_t pick_free_loopback_port();
+
+}  // namespace warmslot::app

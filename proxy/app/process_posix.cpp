@@ -1,0 +1,182 @@
+// POSIX implementation of process.hpp: posix_spawn into a new process group.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <thread>
+
+#include "app/process.hpp"
+
+extern char** environ;
+
+namespace warmslot::app {
+namespace {
+
+std::system_error os_error(int error, const std::string& what) {
+    return std::system_error(error, std::generic_category(), what);
+}
+
+exit_status decode(int wait_status) {
+    exit_status out;
+    if (WIFEXITED(wait_status)) {
+        out.exited = true;
+        out.code = WEXITSTATUS(wait_status);
+    } else if (WIFSIGNALED(wait_status)) {
+        out.signal = WTERMSIG(wait_status);
+    }
+    return out;
+}
+
+// Owns posix_spawn's attribute and file-action objects for one call.
+class spawn_setup {
+  public:
+    explicit spawn_setup(const process_options& options) {
+        ::posix_spawnattr_init(&attr_);
+        ::posix_spawn_file_actions_init(&actions_);
+        // A new process group (so the whole tree can be signalled), default dispositions for
+        // the signals a server commonly ignores or handles, and no blocked signals.
+        sigset_t none;
+        sigset_t defaults;
+        sigemptyset(&none);
+        sigemptyset(&defaults);
+        for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2})
+            sigaddset(&defaults, sig);
+        ::posix_spawnattr_setflags(
+            &attr_, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+        ::posix_spawnattr_setpgroup(&attr_, 0);
+        ::posix_spawnattr_setsigmask(&attr_, &none);
+        ::posix_spawnattr_setsigdefault(&attr_, &defaults);
+        ::posix_spawn_file_actions_addopen(&actions_, 0, "/dev/null", O_RDONLY, 0);
+        if (!options.log_path.empty()) {
+            ::posix_spawn_file_actions_addopen(&actions_, 1, options.log_path.c_str(),
+                                               O_WRONLY | O_CREAT | O_APPEND, 0640);
+            ::posix_spawn_file_actions_adddup2(&actions_, 1, 2);
+        }
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+        // Sockets and files of the proxy that lack O_CLOEXEC must not leak into llama-server.
+        ::posix_spawn_file_actions_addclosefrom_np(&actions_, 3);
+#endif
+    }
+    ~spawn_setup() {
+        ::posix_spawn_file_actions_destroy(&actions_);
+        ::posix_spawnattr_destroy(&attr_);
+    }
+    spawn_setup(const spawn_setup&) = delete;
+    spawn_setup& operator=(const spawn_setup&) = delete;
+
+    const posix_spawnattr_t* attr() const { return &attr_; }
+    const posix_spawn_file_actions_t* actions() const { return &actions_; }
+
+  private:
+    posix_spawnattr_t attr_{};
+    posix_spawn_file_actions_t actions_{};
+};
+
+class posix_process final : public process {
+  public:
+    explicit posix_process(pid_t pid) : pid_(pid) {}
+    posix_process(const posix_process&) = delete;
+    posix_process& operator=(const posix_process&) = delete;
+
+    ~posix_process() override {
+        if (status_) return;
+        ::kill(-pid_, SIGKILL);
+        reap(0);
+    }
+
+    std::int64_t pid() const noexcept override { return pid_; }
+
+    std::optional<exit_status> poll() override {
+        if (!status_) reap(WNOHANG);
+        return status_;
+    }
+
+    exit_status terminate(std::chrono::milliseconds grace) override {
+        if (poll()) return *status_;
+        ::kill(-pid_, SIGTERM);
+        const auto deadline = std::chrono::steady_clock::now() + grace;
+        while (!poll() && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        // Also reaches what the child started and left behind. The group id stays reserved
+        // while any member lives, so this cannot hit an unrelated process.
+        ::kill(-pid_, SIGKILL);
+        if (!status_) reap(0);
+        return *status_;
+    }
+
+  private:
+    void reap(int flags) {
+        int wait_status = 0;
+        pid_t r = 0;
+        do {
+            r = ::waitpid(pid_, &wait_status, flags);
+        } while (r < 0 && errno == EINTR);
+        if (r == pid_) {
+            status_ = decode(wait_status);
+        } else if (r < 0) {
+            status_ = exit_status{};  // ECHILD: reaped elsewhere; how it ended is unknown
+            status_->code = -1;
+            status_->exited = true;
+        }
+    }
+
+    pid_t pid_;
+    std::optional<exit_status> status_;
+};
+
+}  // namespace
+
+std::string exit_status::describe() const {
+    if (exited) return "exited with code " + std::to_string(code);
+    return "killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) + ")";
+}
+
+std::unique_ptr<process> start_process(const process_options& options) {
+    if (options.argv.empty() || options.argv.front().empty())
+        throw os_error(EINVAL, "cannot start a process: empty command");
+    const std::string& program = options.argv.front();
+    if (!options.log_path.empty()) {
+        // posix_spawn would report an unopenable log as a failure of the program; check first.
+        const int fd =
+            ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+        if (fd < 0) throw os_error(errno, "cannot open log file " + options.log_path);
+        ::close(fd);
+    }
+    std::vector<char*> argv;
+    for (const std::string& arg : options.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    const spawn_setup setup(options);
+    pid_t pid = 0;
+    const int error =
+        ::posix_spawnp(&pid, program.c_str(), setup.actions(), setup.attr(), argv.data(), environ);
+    if (error != 0) throw os_error(error, "cannot start " + program);
+    return std::make_unique<posix_process>(pid);
+}
+
+std::uint16_t pick_free_loopback_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw os_error(errno, "cannot create a socket");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        const int error = errno;
+        ::close(fd);
+        throw os_error(error, "cannot pick a free loopback port");
+    }
+    ::close(fd);
+    return ntohs(addr.sin_port);
+}
+
+}  // namespace warmslot::app

@@ -1,0 +1,213 @@
+// The `backends` list: url backends (a running llama-server) and command backends (one warmslot
+// starts and supervises).
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <string>
+#include <utility>
+
+#include "config/address.hpp"
+#include "config/reader.hpp"
+
+namespace warmslot::config::detail {
+namespace {
+
+// Flags warmslot passes to a command backend itself.
+constexpr std::array<std::string_view, 3> own_flags{"--host", "--port", "--slot-save-path"};
+
+// Also a directory name under <cache.dir>/slots/, so "." and ".." are out.
+bool is_backend_name(std::string_view name) {
+    const auto ok = [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; };
+    return !name.empty() && name.size() <= 64 && name != "." && name != ".." &&
+           std::all_of(name.begin(), name.end(), ok);
+}
+
+std::string lower(std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return text;
+}
+
+std::optional<std::string_view> own_flag(std::string_view arg) {
+    for (const std::string_view flag : own_flags) {
+        if (arg == flag ||
+            (arg.starts_with(flag) && arg.size() > flag.size() && arg[flag.size()] == '='))
+            return flag;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<backend> reader::read_backends(const entry& e) const {
+    if (!e.node.IsSequence() || e.node.size() == 0) {
+        fail(e.line, e.path,
+             "expected a non-empty list of backends, found " +
+                 std::string(e.node.IsSequence() ? "an empty list" : kind_of(e.node)));
+    }
+    std::vector<backend> out;
+    for (std::size_t i = 0; i < e.node.size(); ++i) {
+        const YAML::Node item = e.node[i];
+        const entry item_entry{item, item_path(e.path, i), line_of(item, e.line)};
+        backend b = read_backend(item_entry);
+        for (std::size_t j = 0; j < out.size(); ++j) {
+            if (out[j].name == b.name) {
+                fail(item_entry.line, item_entry.path + ".name",
+                     "duplicate backend name \"" + b.name + "\" (also " + item_path(e.path, j) +
+                         ")");
+            }
+            if (lower(out[j].name) == lower(b.name)) {
+                fail(item_entry.line, item_entry.path + ".name",
+                     "backend name \"" + b.name + "\" differs from " + item_path(e.path, j) +
+                         " only in case; names are also directory names");
+            }
+        }
+        out.push_back(std::move(b));
+    }
+    return out;
+}
+
+backend reader::read_backend(const entry& e) const {
+    if (!e.node.IsMap())
+        fail(e.line, e.path,
+             "expected a map with name and url or command, found " + std::string(kind_of(e.node)));
+    backend b;
+    bool have_name = false;
+    bool have_url = false;
+    std::vector<std::pair<std::string, int>> command_only;  // supervision keys given, and lines
+    const auto supervision = [&](const entry& v) { command_only.emplace_back(v.path, v.line); };
+    read_map(e, {{"name",
+                  [&](const entry& v) {
+                      b.name = read_scalar(v, "a name");
+                      if (!is_backend_name(b.name))
+                          fail(v.line, v.path,
+                               "must be 1 to 64 characters of A-Z a-z 0-9 . _ - "
+                               "(and not \".\" or \"..\")");
+                      have_name = true;
+                  }},
+                 {"url",
+                  [&](const entry& v) {
+                      b.url = read_scalar(v, "a URL");
+                      if (auto problem = parse_backend_url(b.url, b))
+                          fail(v.line, v.path, *problem);
+                      have_url = true;
+                  }},
+                 {"command", [&](const entry& v) { b.command = read_command(v); }},
+                 {"models", [&](const entry& v) { b.models = read_names(v); }},
+                 {"slot_save_path",
+                  [&](const entry& v) {
+                      b.slot_save_path = read_scalar(v, "a directory");
+                      if (b.slot_save_path.empty() || b.slot_save_path.front() != '/')
+                          fail(v.line, v.path, "must be an absolute directory path");
+                  }},
+                 {"start",
+                  [&](const entry& v) {
+                      const std::string mode = read_scalar(v, "always or on_demand");
+                      if (mode == "always")
+                          b.start = start_mode::always;
+                      else if (mode == "on_demand")
+                          b.start = start_mode::on_demand;
+                      else
+                          fail(v.line, v.path,
+                               "unknown start \"" + mode + "\"; expected always or on_demand");
+                      supervision(v);
+                  }},
+                 {"idle_stop",
+                  [&](const entry& v) {
+                      b.idle_stop = read_duration(v, true);
+                      supervision(v);
+                  }},
+                 {"start_timeout",
+                  [&](const entry& v) {
+                      b.start_timeout = read_duration(v);
+                      supervision(v);
+                  }},
+                 {"restart_backoff_max", [&](const entry& v) {
+                      b.restart_backoff_max = read_duration(v);
+                      supervision(v);
+                  }}});
+    if (!have_name) fail(e.line, child_path(e.path, "name"), "is required");
+    check_backend_keys(e, b, have_url, command_only);
+    return b;
+}
+
+void reader::check_backend_keys(
+    const entry& e, const backend& b, bool have_url,
+    const std::vector<std::pair<std::string, int>>& command_only) const {
+    if (have_url && b.supervised()) {
+        const YAML::Node command = e.node["command"];
+        fail(line_of(command, e.line), child_path(e.path, "command"),
+             "give either url (a running llama-server) or command (one warmslot starts), "
+             "not both");
+    }
+    if (!have_url && !b.supervised()) {
+        fail(e.line, child_path(e.path, "url"),
+             "is required, or command for a llama-server warmslot starts itself");
+    }
+    if (have_url && !command_only.empty()) {
+        fail(command_only.front().second, command_only.front().first,
+             "only applies to a backend with command (one warmslot starts), not to a url");
+    }
+}
+
+std::vector<std::string> reader::read_command(const entry& e) const {
+    if (!e.node.IsSequence() || e.node.size() == 0) {
+        fail(e.line, e.path,
+             "expected a non-empty list of arguments, program first (no shell is used), found " +
+                 std::string(e.node.IsSequence() ? "an empty list" : kind_of(e.node)));
+    }
+    std::vector<std::string> argv;
+    for (std::size_t i = 0; i < e.node.size(); ++i) {
+        const entry item{e.node[i], item_path(e.path, i), line_of(e.node[i], e.line)};
+        std::string arg = read_scalar(item, "an argument");
+        if (arg.find('\0') != std::string::npos)
+            fail(item.line, item.path, "must not contain a NUL character");
+        if (i == 0 && arg.empty()) fail(item.line, item.path, "the program must not be empty");
+        if (i == 0 && arg.find(" -") != std::string::npos)
+            fail(item.line, item.path,
+                 "looks like a whole command line; write the program and each argument as "
+                 "separate list items (no shell is used)");
+        if (const auto flag = i > 0 ? own_flag(arg) : std::nullopt) {
+            fail(item.line, item.path,
+                 std::string(*flag) + " is set by warmslot (it picks the address and the slot " +
+                     "directory); remove it");
+        }
+        argv.push_back(std::move(arg));
+    }
+    return argv;
+}
+
+std::vector<std::string> reader::read_names(const entry& e) const {
+    if (!e.node.IsSequence()) {
+        fail(e.line, e.path,
+             "expected a list of model names, found " + std::string(kind_of(e.node)));
+    }
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < e.node.size(); ++i) {
+        const entry item{e.node[i], item_path(e.path, i), line_of(e.node[i], e.line)};
+        out.push_back(read_scalar(item, "a model name"));
+        if (out.back().empty() || out.back().size() > 256) {
+            fail(item.line, item.path, "must be 1 to 256 characters");
+        }
+    }
+    return out;
+}
+
+// Command backends: host and a default slot directory under cache.dir.
+void reader::default_slot_paths(config& c, const entry& top, int backends_line) const {
+    for (std::size_t i = 0; i < c.backends.size(); ++i) {
+        backend& b = c.backends[i];
+        if (!b.supervised()) continue;
+        b.host = "127.0.0.1";
+        if (!b.slot_save_path.empty()) continue;
+        if (c.cache.dir.empty()) {
+            const YAML::Node item = top.node["backends"][i];
+            fail(line_of(item, backends_line), item_path("backends", i) + ".slot_save_path",
+                 "has no default: cache.dir is not set and none of STATE_DIRECTORY, "
+                 "XDG_CACHE_HOME, HOME is; set cache.dir or slot_save_path");
+        }
+        b.slot_save_path = c.cache.dir + "/slots/" + b.name;
+    }
+}
+
+}  // namespace warmslot::config::detail

@@ -1,0 +1,81 @@
+// The YAML walker behind config::parse, shared by the files of the config module. Internal:
+// nothing outside proxy/config/ includes this header (it is the only place besides config.cpp
+// and backend.cpp that sees yaml-cpp).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace warmslot::config::detail {
+
+// One YAML value and where it sits; `line` is 1-based and, for an empty value, the key's line
+// (yaml-cpp marks an empty value at the token that follows it).
+struct entry {
+    YAML::Node node;
+    std::string path;
+    int line = 0;
+};
+
+struct field {
+    std::string_view key;
+    std::function<void(const entry&)> read;
+};
+
+int line_of(const YAML::Node& node, int fallback);
+std::string child_path(const std::string& parent, std::string_view key);
+std::string item_path(const std::string& parent, std::size_t index);
+std::string_view kind_of(const YAML::Node& node);
+
+// Walks the YAML and fills a config; the first problem found throws config_error.
+class reader {
+  public:
+    reader(std::string_view source, const env_lookup& env) : source_(source), env_(env) {}
+
+    config read(const YAML::Node& root);
+
+  private:
+    [[noreturn]] void fail(int line, const std::string& path, std::string problem) const {
+        throw config_error(source_, line, path, std::move(problem));
+    }
+
+    void read_map(const entry& map, const std::vector<field>& fields) const;
+    std::string read_scalar(const entry& e, std::string_view expected) const;
+    bool read_bool(const entry& e) const;
+    std::size_t read_count(const entry& e, std::size_t min, std::size_t max) const;
+    std::size_t read_size(const entry& e, std::uint64_t min, std::uint64_t max) const;
+    millis read_duration(const entry& e, bool allow_zero = false) const;
+
+    listen_address read_listen(const entry& e) const;
+    std::vector<std::string> read_api_keys(const entry& e) const;
+    std::string read_api_key(const entry& e) const;
+    void check_api_key(const entry& e, const std::string& key, const std::string& from) const;
+    limits read_limits(const entry& e) const;
+    timeouts read_timeouts(const entry& e) const;
+    log_settings read_log(const entry& e) const;
+    routing_settings read_routing(const entry& e) const;
+    cache_settings read_cache(const entry& e) const;
+    std::string default_cache_dir() const;
+
+    // backend.cpp
+    std::vector<backend> read_backends(const entry& e) const;
+    backend read_backend(const entry& e) const;
+    std::vector<std::string> read_command(const entry& e) const;
+    std::vector<std::string> read_names(const entry& e) const;
+    void check_backend_keys(const entry& e, const backend& b, bool have_url,
+                            const std::vector<std::pair<std::string, int>>& command_only) const;
+    void default_slot_paths(config& c, const entry& top, int backends_line) const;
+
+    std::string source_;
+    const env_lookup& env_;
+};
+
+}  // namespace warmslot::config::detail

@@ -1,0 +1,211 @@
+// config/warmslot.schema.json and `warmslot check-config` judge configs alike: a table of
+// configs gets the same verdict from both, the example passes both, and the schema, the parser,
+// docs/config.md and the example name the same keys.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import Ajv from 'ajv';
+import YAML from 'yaml';
+import { repoRoot, tempDir } from './lib/procs.mjs';
+import { warmslotBin } from './lib/warmslot.mjs';
+
+const schema = JSON.parse(fs.readFileSync(path.join(repoRoot, 'config/warmslot.schema.json'), 'utf8'));
+const validate = new Ajv({ allErrors: true, allowUnionTypes: true }).compile(schema);
+const dir = tempDir('schema');
+const env = { ...process.env, HOME: dir, WARMSLOT_TEST_KEY: 'a-long-enough-key' };
+delete env.STATE_DIRECTORY;
+delete env.XDG_CACHE_HOME;
+
+function schemaAccepts(text) {
+  let doc;
+  try {
+    doc = YAML.parse(text); // duplicate keys and syntax errors throw, as in check-config
+  } catch {
+    return false;
+  }
+  return validate(doc);
+}
+
+let files = 0;
+function checkConfig(text) {
+  const file = path.join(dir, `case-${++files}.yaml`);
+  fs.writeFileSync(file, text);
+  const r = spawnSync(warmslotBin(), ['check-config', file], { encoding: 'utf8', env });
+  assert.ok(r.status === 0 || r.status === 2, `check-config crashed: ${r.status} ${r.stderr}`);
+  return { ok: r.status === 0, stderr: r.stderr };
+}
+
+const url = 'backends:\n  - name: a\n    url: http://127.0.0.1:8081\n';
+const cmd = (extra = '') => `backends:\n  - name: a\n    command: [llama-server, -m, /m.gguf]\n${extra}`;
+
+// [what, yaml, valid]
+const cases = [
+  ['minimal url backend', url, true],
+  ['minimal command backend', cmd(), true],
+  ['every section empty', `${url}api_keys:\nlimits:\ntimeouts:\nrouting:\ncache:\nlog:\n`, true],
+  ['every key', `listen: "[::1]:0"
+backends:
+  - name: gpu-0.main_1
+    url: http://llama.internal:9000/
+    models: [qwen3-8b]
+    slot_save_path: /srv/slots
+  - name: b
+    command: [/opt/llama-server, -np, 4, --ctx-size, "8192"]
+    start: on_demand
+    idle_stop: 0s
+    start_timeout: 2m
+    restart_backoff_max: 1.5 s
+api_keys: ["\${WARMSLOT_TEST_KEY}", literal-key-1]
+limits: {max_header_bytes: 32KiB, max_body_bytes: 1.5GB, max_connections: 100000}
+timeouts: {header_read: 250ms, body_read: 30s, connect: 1s, upstream_response: 2h,
+           stream_idle: 5m, client_idle: 24h, shutdown_grace: 1ms}
+routing: {enabled: false, short_request_tokens: 0, long_segment_tokens: 1, scratch_slot: true,
+          scratch_min_slots: 4096, max_wait: 30s, reconcile_interval: 250ms}
+cache: {enabled: true, dir: /var/lib/warmslot, max_disk: 1073741824, min_prefix_tokens: 1,
+        snapshot_after_uses: 3}
+log: {level: trace, access: false}
+`, true],
+  ['listen on all interfaces', `listen: 0.0.0.0:8080\n${url}`, true],
+  ['size as a plain number', `${url}limits:\n  max_body_bytes: 4096\n`, true],
+  ['TRUE is a boolean', `${url}log:\n  access: TRUE\n`, true],
+
+  ['empty file', '', false],
+  ['no backends', 'listen: 127.0.0.1:8080\n', false],
+  ['empty backend list', 'backends: []\n', false],
+  ['unknown top-level key', `${url}verbose: true\n`, false],
+  ['unknown backend key', `${url}    weight: 2\n`, false],
+  ['unknown section key', `${url}limits:\n  max_body: 1MiB\n`, false],
+  ['unknown key in cache', `${url}cache:\n  directory: /x\n`, false],
+  ['duplicate key', `${url}log:\n  level: info\n  level: debug\n`, false],
+  ['YAML syntax error', `${url}log: [\n`, false],
+  ['url and command', `${url}    command: [llama-server]\n`, false],
+  ['neither url nor command', 'backends:\n  - name: a\n    models: [m]\n', false],
+  ['no name', 'backends:\n  - url: http://h:1\n', false],
+  ['name with a slash', 'backends:\n  - name: a/b\n    url: http://h:1\n', false],
+  ['name ..', 'backends:\n  - name: ".."\n    url: http://h:1\n', false],
+  ['https url', 'backends:\n  - name: a\n    url: https://h:1\n', false],
+  ['url with a path', 'backends:\n  - name: a\n    url: http://h:1/v1\n', false],
+  ['url port 0', 'backends:\n  - name: a\n    url: http://h:0\n', false],
+  ['url port 65536', 'backends:\n  - name: a\n    url: http://h:65536\n', false],
+  ['url with user info', 'backends:\n  - name: a\n    url: http://u:p@h:1\n', false],
+  ['command as one string', 'backends:\n  - name: a\n    command: llama-server -m x\n', false],
+  ['command line in one item', 'backends:\n  - name: a\n    command: ["llama-server -m x"]\n', false],
+  ['empty command', 'backends:\n  - name: a\n    command: []\n', false],
+  ['command with --port', cmd().replace('/m.gguf]', '/m.gguf, --port, "9"]'), false],
+  ['command with --host=', cmd().replace('/m.gguf]', '/m.gguf, --host=0.0.0.0]'), false],
+  ['command with --slot-save-path', cmd().replace('/m.gguf]', '/m.gguf, --slot-save-path, /x]'), false],
+  ['start on a url backend', `${url}    start: on_demand\n`, false],
+  ['idle_stop on a url backend', `${url}    idle_stop: 5m\n`, false],
+  ['bad start value', cmd('    start: lazy\n'), false],
+  ['relative slot_save_path', `${url}    slot_save_path: slots\n`, false],
+  ['relative cache.dir', `${url}cache:\n  dir: state\n`, false],
+  ['listen with a host name', `listen: example.com:8080\n${url}`, false],
+  ['listen without a port', `listen: 127.0.0.1\n${url}`, false],
+  ['listen with an unbracketed IPv6', `listen: "::1:8080"\n${url}`, false],
+  ['size without a number', `${url}limits:\n  max_body_bytes: MiB\n`, false],
+  ['size with a bad unit', `${url}limits:\n  max_body_bytes: 64mb\n`, false],
+  ['negative size', `${url}cache:\n  max_disk: -1GiB\n`, false],
+  ['duration without a unit', `${url}timeouts:\n  connect: 10\n`, false],
+  ['duration with a bad unit', `${url}timeouts:\n  connect: 10sec\n`, false],
+  ['zero timeout', `${url}timeouts:\n  connect: 0s\n`, false],
+  ['zero start_timeout', cmd('    start_timeout: 0ms\n'), false],
+  ['bad log level', `${url}log:\n  level: verbose\n`, false],
+  ['yes is not a boolean', `${url}log:\n  access: yes\n`, false],
+  ['count out of range', `${url}limits:\n  max_connections: 0\n`, false],
+  ['scratch_min_slots 1', `${url}routing:\n  scratch_min_slots: 1\n`, false],
+  ['count with a unit', `${url}routing:\n  long_segment_tokens: 1k\n`, false],
+  ['section as a list', `${url}limits: [1]\n`, false],
+  ['short literal key', `${url}api_keys: [short]\n`, false],
+  ['malformed key reference', `${url}api_keys: ["\${A B}"]\n`, false],
+  ['key with a space', `${url}api_keys: ["has a space"]\n`, false],
+  ['same key twice', `${url}api_keys: [literal-key-1, literal-key-1]\n`, false],
+  ['two documents', `${url}---\n${url}`, false],
+];
+
+for (const [what, text, valid] of cases) {
+  test(`${valid ? 'valid' : 'invalid'}: ${what}`, () => {
+    assert.equal(schemaAccepts(text), valid, `schema verdict; errors: ${JSON.stringify(validate.errors)}`);
+    const r = checkConfig(text);
+    assert.equal(r.ok, valid, `check-config verdict: ${r.stderr}`);
+  });
+}
+
+// Rules only check-config can apply (they need the environment, several items at once or
+// arithmetic on units). The schema accepts these; check-config must keep rejecting them.
+const parserOnly = [
+  ['unset key variable', `${url}api_keys: ["\${WARMSLOT_UNSET_VARIABLE}"]\n`],
+  ['duplicate backend names', `${url}  - name: a\n    url: http://h:2\n`],
+  ['names differing in case', `${url}  - name: A\n    url: http://h:2\n`],
+  ['size below its range', `${url}limits:\n  max_header_bytes: 512\n`],
+  ['fraction of a byte', `${url}limits:\n  max_body_bytes: 0.1KiB\n`],
+  ['timeout over 24h', `${url}timeouts:\n  connect: 25h\n`],
+];
+for (const [what, text] of parserOnly) {
+  test(`only check-config rejects: ${what}`, () => {
+    assert.equal(schemaAccepts(text), true, JSON.stringify(validate.errors));
+    assert.equal(checkConfig(text).ok, false);
+  });
+}
+
+test('the example config passes both', () => {
+  const text = fs.readFileSync(path.join(repoRoot, 'config/warmslot.example.yaml'), 'utf8');
+  assert.match(text.split('\n')[0], /^# yaml-language-server: \$schema=\.\/warmslot\.schema\.json$/);
+  assert.ok(schemaAccepts(text), JSON.stringify(validate.errors));
+  const r = spawnSync(warmslotBin(), ['check-config', path.join(repoRoot, 'config/warmslot.example.yaml')],
+    { encoding: 'utf8', env: { ...env, WARMSLOT_API_KEY: 'a-long-enough-key' } });
+  assert.equal(r.status, 0, r.stderr);
+});
+
+// Where each map of keys lives in the config and in the schema.
+const maps = {
+  '': schema,
+  'backends[0]': schema.properties.backends.items,
+  limits: schema.properties.limits,
+  timeouts: schema.properties.timeouts,
+  routing: schema.properties.routing,
+  cache: schema.properties.cache,
+  log: schema.properties.log,
+};
+const keysOf = (node) => Object.keys(node.properties).sort();
+
+test('the parser and the schema know the same keys at every level', () => {
+  for (const [where, node] of Object.entries(maps)) {
+    let text;
+    if (where === '') text = `${url}zz_unknown: 1\n`;
+    else if (where === 'backends[0]') text = `${url}    zz_unknown: 1\n`;
+    else text = `${url}${where}:\n  zz_unknown: 1\n`;
+    const r = checkConfig(text);
+    const listed = r.stderr.match(/unknown key; expected one of: (.*)$/m);
+    assert.ok(listed, `no key list for ${where}: ${r.stderr}`);
+    assert.deepEqual(listed[1].split(', ').sort(), keysOf(node), `keys of ${where || 'the top level'}`);
+  }
+});
+
+test('docs/config.md documents every key of the schema, and no other', () => {
+  const docs = fs.readFileSync(path.join(repoRoot, 'docs/config.md'), 'utf8');
+  const sections = docs.split(/^### /m).slice(1);
+  const documented = {};
+  for (const s of sections) {
+    const name = s.match(/^`([a-z_]+)`/)?.[1];
+    if (!name) continue;
+    documented[name] = [...s.matchAll(/^\| `([a-z_]+)` \|/gm)].map((m) => m[1]).sort();
+  }
+  assert.deepEqual(Object.keys(documented).sort(), keysOf(schema));
+  for (const [section, keys] of Object.entries(documented)) {
+    const node = section === 'backends' ? maps['backends[0]'] : schema.properties[section];
+    assert.deepEqual(keys, node.properties ? keysOf(node) : [], `docs/config.md, section ${section}`);
+  }
+});
+
+test('the example config shows every key of the schema', () => {
+  const example = fs.readFileSync(path.join(repoRoot, 'config/warmslot.example.yaml'), 'utf8');
+  for (const [where, node] of Object.entries(maps)) {
+    for (const key of keysOf(node)) {
+      assert.match(example, new RegExp(`^[ #-]*${key}:`, 'm'), `${where}.${key} is not in the example`);
+    }
+  }
+});
+
+test.after(() => fs.rmSync(dir, { recursive: true, force: true }));
