@@ -14,12 +14,11 @@
 // stop() and the destructor are thread-safe with respect to the watcher thread and join it.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
-#include <thread>
 
 namespace warmslot::app {
 
@@ -43,29 +42,17 @@ class file_watch {
     // Stops the watcher thread and waits for it (and a running callback) to finish. Idempotent.
     void stop();
 
-    mode active_mode() const noexcept { return mode_; }
+    mode active_mode() const noexcept;
 
     // How many times the watcher has finished looking at the file (a poll, or a batch of
     // directory events including the callback it led to). Lets callers and tests know that a
     // change would have been reported by now.
-    std::uint64_t checks() const noexcept { return checks_.load(); }
+    std::uint64_t checks() const noexcept;
 
-    struct identity;  // what a change of the file changes (defined in file_watch.cpp)
+    struct impl;  // the platform's watcher (file_watch.cpp)
 
   private:
-    void run_inotify(identity last);
-    void run_polling(identity last);
-    bool wait_stop(std::chrono::milliseconds timeout);  // true when stop() was called
-    void fire();
-
-    std::string path_;
-    std::function<void()> on_change_;
-    file_watch_options options_;
-    mode mode_ = mode::polling;
-    int inotify_fd_ = -1;
-    int stop_pipe_[2] = {-1, -1};
-    std::atomic<std::uint64_t> checks_{0};
-    std::thread thread_;
+    std::unique_ptr<impl> impl_;
 };
 
 }  // namespace warmslot::app

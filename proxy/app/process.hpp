@@ -21,6 +21,7 @@ struct exit_status {
     bool exited = false;  // true: it called exit(); false: a signal ended it
     int code = 0;         // exit code when `exited`
     int signal = 0;       // the signal number otherwise
+                          // (exited with code -1: someone else reaped it, the end is unknown)
 
     // "exited with code 3", "killed by signal 9 (Killed)".
     std::string describe() const;
@@ -33,7 +34,8 @@ struct process_options {
 };
 
 // One started child. It leads its own process group, so terminate() also reaches the processes
-// it started. stdin is /dev/null. Destroying a process that is still running kills its group
+// it started. stdin is /dev/null; it inherits warmslot's environment and working directory, and
+// no other open files. Destroying a process that is still running kills its group
 // with SIGKILL and reaps it: call terminate() first for a graceful stop.
 class process {
   public:

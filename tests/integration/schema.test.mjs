@@ -12,7 +12,9 @@ import { repoRoot, tempDir } from './lib/procs.mjs';
 import { warmslotBin } from './lib/warmslot.mjs';
 
 const schema = JSON.parse(fs.readFileSync(path.join(repoRoot, 'config/warmslot.schema.json'), 'utf8'));
-const validate = new Ajv({ allErrors: true, allowUnionTypes: true }).compile(schema);
+// strictTuples off: `command` is an open tuple (the program, then any arguments), which Ajv's
+// strict mode flags as a likely mistake.
+const validate = new Ajv({ allErrors: true, allowUnionTypes: true, strictTuples: false }).compile(schema);
 const dir = tempDir('schema');
 const env = { ...process.env, HOME: dir, WARMSLOT_TEST_KEY: 'a-long-enough-key' };
 delete env.STATE_DIRECTORY;

@@ -90,6 +90,16 @@ void check_mode(bool polling) {
         std::filesystem::rename(d / "..data_tmp", d / "..data");
         CHECK(f.called(1));
     }
+    SUBCASE("a symlink to a file in another directory follows that file") {
+        const temp_dir elsewhere("watch_target");
+        const std::string target = elsewhere.file("real.yaml");
+        write_file(target, "r: 1\n");
+        f.path = f.dir.file("link.yaml");
+        std::filesystem::create_symlink(target, f.path);
+        w = f.watch(polling);
+        write_file(target, "r: 22\n");
+        CHECK(f.called(1));
+    }
     SUBCASE("a deleted and recreated file is reported") {
         std::filesystem::remove(f.path);
         CHECK(f.called(1));

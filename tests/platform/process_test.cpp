@@ -1,6 +1,7 @@
 #include "app/process.hpp"
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -133,4 +134,15 @@ TEST_CASE("process: pick_free_loopback_port returns a port that can be bound") {
     addr.sin_port = htons(port);
     CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
     ::close(fd);
+}
+
+TEST_CASE("process: the child gets no descriptors but stdin, stdout and stderr") {
+    const temp_dir dir("process");
+    const std::string log = dir.file("child.log");
+    const int leaked = ::open("/dev/null", O_RDONLY);  // deliberately without O_CLOEXEC
+    REQUIRE(leaked > 2);
+    auto p = start_process({{"/bin/sh", "-c", "ls /proc/$$/fd"}, log});
+    CHECK(wait_exit(*p).code == 0);
+    ::close(leaked);
+    CHECK(read_text(log) == "0\n1\n2\n");  // the shell's own descriptors
 }
