@@ -86,7 +86,9 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
     disk_action none;
     if (!t.p.slot || !enabled_for(t.p.backend)) co_return none;
     auto p = stable_prefix(t.p.backend, fp, body);
-    if (!p || t.p.matched_levels >= p->levels.size()) co_return none;  // the slot holds it
+    if (!p) co_return none;
+    remember(t.p.backend, *t.p.slot, *p);
+    if (t.p.matched_levels >= p->levels.size()) co_return none;  // the slot holds it
     auto* idx = index_for(t.p.backend);
     try {
         auto found = co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });

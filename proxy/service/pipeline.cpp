@@ -72,6 +72,7 @@ std::optional<rejection> pipeline::check(const http::request<http::string_body>&
             return std::nullopt;
         case api::endpoint_kind::health:
         case api::endpoint_kind::metrics:
+        case api::endpoint_kind::admin:
         case api::endpoint_kind::forward_get:
             return std::nullopt;
     }
@@ -92,6 +93,8 @@ awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
         co_await health(ex, out);
     } else if (ep.kind == api::endpoint_kind::metrics) {
         co_await metrics(ex, out);
+    } else if (ep.kind == api::endpoint_kind::admin) {
+        co_await admin(ex, out);
     } else if ((path == "/v1/models" || path == "/models") && cfg_.backends.size() > 1) {
         co_await models(ex, out);
     } else {
