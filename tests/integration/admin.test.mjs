@@ -116,45 +116,47 @@ for (const arch of ['llama', 'qwen35']) {
   });
 }
 
-test('POST /admin/snapshot saves a prefix used fewer times than snapshot_after_uses; a restart then restores it', { timeout: 300000 }, async () => {
-  let llama = await startLlama({ arch: 'llama', slots: 3, ctx: 16384 });
-  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
-    extra: `${settings}  snapshot_after_uses: 5\n` });
-  try {
-    await routed(ws);
-    const doc = makeDocument(710, 6000);
-    assert.equal((await ask(ws, chat(doc, 'Q1?'))).disk, '', 'below snapshot_after_uses: no snapshot yet');
-    assert.equal(snapshotFiles(llama.saveDir).length, 0);
+for (const arch of ['llama', 'qwen35']) {
+  test(`${arch}: POST /admin/snapshot saves a prefix used fewer times than snapshot_after_uses; a restart then restores it`, { timeout: 300000 }, async () => {
+    let llama = await startLlama({ arch, slots: 3, ctx: 16384 });
+    const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+      extra: `${settings}  snapshot_after_uses: 5\n` });
+    try {
+      await routed(ws);
+      const doc = makeDocument(710, 6000);
+      assert.equal((await ask(ws, chat(doc, 'Q1?'))).disk, '', 'below snapshot_after_uses: no snapshot yet');
+      assert.equal(snapshotFiles(llama.saveDir).length, 0);
 
-    const bad = await postJson(`${ws.url}/admin/snapshot`, { backend: 'nope' });
-    assert.equal(bad.status, 404);
-    assert.equal(bad.body.error.type, 'not_found_error');
-    assert.match(bad.body.error.message, /unknown backend "nope"/);
+      const bad = await postJson(`${ws.url}/admin/snapshot`, { backend: 'nope' });
+      assert.equal(bad.status, 404);
+      assert.equal(bad.body.error.type, 'not_found_error');
+      assert.match(bad.body.error.message, /unknown backend "nope"/);
 
-    const r = await postJson(`${ws.url}/admin/snapshot`, {});
-    assert.equal(r.status, 200, JSON.stringify(r.body));
-    assert.equal(r.body.saved.length, 1, JSON.stringify(r.body));
-    assert.equal(r.body.saved[0].backend, 'b');
-    assert.ok(r.body.saved[0].tokens >= 5000);
-    assert.equal(r.body.skipped.length, 2, 'the two other slots hold nothing worth saving');
-    for (const s of r.body.skipped) assert.match(s.reason, /no long stable prefix/);
-    assert.equal(snapshotFiles(llama.saveDir).length, 1);
+      const r = await postJson(`${ws.url}/admin/snapshot`, {});
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal(r.body.saved.length, 1, JSON.stringify(r.body));
+      assert.equal(r.body.saved[0].backend, 'b');
+      assert.ok(r.body.saved[0].tokens >= 5000);
+      assert.equal(r.body.skipped.length, 2, 'the two other slots hold nothing worth saving');
+      for (const s of r.body.skipped) assert.match(s.reason, /no long stable prefix/);
+      assert.equal(snapshotFiles(llama.saveDir).length, 1);
 
-    const twice = await postJson(`${ws.url}/admin/snapshot`, { backend: 'b' });
-    assert.equal(twice.body.saved.length, 0);
-    assert.ok(twice.body.skipped.some((s) => s.reason === 'already on disk'));
+      const twice = await postJson(`${ws.url}/admin/snapshot`, { backend: 'b' });
+      assert.equal(twice.body.saved.length, 0);
+      assert.ok(twice.body.skipped.some((s) => s.reason === 'already on disk'));
 
-    llama = await restartBackend(ws, llama);
-    const q = 'What is on the last line?';
-    const after = await ask(ws, chat(doc, q));
-    assert.match(after.disk, /^restored \d+ tokens$/);
-    const bound = (await questionTail(llama, q)) + 64;
-    assert.ok(after.processed <= bound, `processed ${after.processed}, bound ${bound}`);
-  } finally {
-    await ws.stop();
-    await llama.stop();
-  }
-});
+      llama = await restartBackend(ws, llama);
+      const q = 'What is on the last line?';
+      const after = await ask(ws, chat(doc, q));
+      assert.match(after.disk, /^restored \d+ tokens$/);
+      const bound = (await questionTail(llama, q)) + 64;
+      assert.ok(after.processed <= bound, `processed ${after.processed}, bound ${bound}`);
+    } finally {
+      await ws.stop();
+      await llama.stop();
+    }
+  });
+}
 
 test('POST /admin/snapshot never touches a busy slot', { timeout: 300000 }, async () => {
   const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
