@@ -63,54 +63,84 @@ void disk_tier::remember(int backend, int slot, const prefix& p) {
     m.body = stable_body(*p.body, p.levels.size());
 }
 
+std::optional<disk_tier::remembered> disk_tier::remembered_at(int backend, int slot) const {
+    std::lock_guard lock(mu_);
+    auto it = slot_prefixes_.find({backend, slot});
+    if (it == slot_prefixes_.end()) return std::nullopt;
+    return it->second;
+}
+
 awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, int slot) {
     slot_report r;
     r.backend = cfg_.backends[static_cast<std::size_t>(backend)].name;
     r.slot = slot;
-    remembered m;
-    {
-        std::lock_guard lock(mu_);
-        auto it = slot_prefixes_.find({backend, slot});
-        if (it != slot_prefixes_.end()) m = it->second;
-    }
-    if (!m.body) {
+    const auto m = remembered_at(backend, slot);
+    if (!m) {
         r.reason = "no long stable prefix seen in this slot";
         co_return r;
     }
-    r.key = m.key;
-    auto* idx = index_for(backend);
-    const auto found = co_await on_index(index_ex_, [idx, key = m.key] { return idx->find(key); });
-    if (found) {
-        r.reason = "already on disk";
-        r.tokens = found->tokens;
+    r.key = m->key;
+    auto t = reg_.reserve_idle_slot(backend, slot, m->levels);
+    if (!t) {
+        const auto views = reg_.snapshot();
+        const auto& view = views[static_cast<std::size_t>(backend)].slots[static_cast<std::size_t>(slot)];
+        // Never pinned while busy (llama-server.md section 3).
+        r.reason = view.busy ? "busy" : "holds another prefix now";
+        co_return r;
+    }
+    r = co_await save_reserved(pool, *t, "");
+    reg_.release(*t);
+    co_return r;
+}
+
+// The slot is reserved by `t`. Saves the stable prefix it was last seen holding, when it still
+// holds it, it is not `except_key` (the prefix about to go there) and it is not on disk yet.
+awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::ticket& t,
+                                                std::string except_key) {
+    slot_report r;
+    r.backend = cfg_.backends[static_cast<std::size_t>(t.p.backend)].name;
+    r.slot = *t.p.slot;
+    const auto m = remembered_at(t.p.backend, *t.p.slot);
+    if (!m) {
+        r.reason = "no long stable prefix seen in this slot";
+        co_return r;
+    }
+    r.key = m->key;
+    if (m->key == except_key) {
+        r.reason = "holds the prefix being placed there";
         co_return r;
     }
     const auto views = reg_.snapshot();
-    const auto& view = views[static_cast<std::size_t>(backend)].slots[static_cast<std::size_t>(slot)];
-    if (!view.busy && routing::common_levels(view.held, m.levels) < m.levels.size()) {
+    const auto& view =
+        views[static_cast<std::size_t>(t.p.backend)].slots[static_cast<std::size_t>(*t.p.slot)];
+    if (routing::common_levels(view.held, m->levels) < m->levels.size()) {
         r.reason = "holds another prefix now";
         co_return r;
     }
-    auto t = reg_.reserve_idle_slot(backend, slot, m.levels);
-    if (!t) {
-        r.reason = "busy";  // never pinned while busy (llama-server.md section 3)
-        co_return r;
-    }
-    prefix p;
-    p.key = m.key;
-    p.levels = m.levels;
-    p.messages = json::array();
-    const auto& messages = (*m.body)["messages"];
-    for (std::size_t i = 0; i < m.levels.size(); ++i) p.messages.push_back(messages[i]);
-    p.body = m.body.get();
-    const auto a = co_await snapshot(pool, *t, p);
-    reg_.release(*t);
-    if (a.what == disk_action::kind::snapshotted) {
-        r.saved = true;
+    try {
+        auto* idx = index_for(t.p.backend);
+        const auto found = co_await on_index(index_ex_, [idx, key = m->key] { return idx->find(key); });
+        if (found) {
+            r.reason = "already on disk";
+            r.tokens = found->tokens;
+            co_return r;
+        }
+        prefix p;
+        p.key = m->key;
+        p.levels = m->levels;
+        p.messages = json::array();
+        const auto& messages = (*m->body)["messages"];
+        for (std::size_t i = 0; i < m->levels.size(); ++i) p.messages.push_back(messages[i]);
+        p.body = m->body.get();
+        const auto a = co_await snapshot(pool, t, p);
+        r.saved = a.what == disk_action::kind::snapshotted;
         r.tokens = a.tokens;
-    } else {
-        r.reason = "priming or saving the slot failed (see the log)";
+        if (!r.saved) r.reason = "priming or saving the slot failed (see the log)";
+    } catch (const std::exception& e) {
+        log()->warn("saving slot {} of {} skipped: {}", r.slot, r.backend, e.what());
+        r.reason = std::string("error: ") + e.what();
     }
+    if (r.saved) log()->info("saved {} tokens held by {} slot {} ({})", r.tokens, r.backend, r.slot, r.key);
     co_return r;
 }
 
@@ -127,12 +157,7 @@ awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backen
     }
     const auto views = reg_.snapshot();
     for (const auto& s : views[static_cast<std::size_t>(backend)].slots) {
-        try {
-            rep.slots.push_back(co_await save_slot(pool, backend, s.id));
-        } catch (const std::exception& e) {
-            log()->warn("saving slot {} of {} skipped: {}", s.id, name, e.what());
-            rep.slots.push_back(skipped(name, s.id, std::string("error: ") + e.what()));
-        }
+        rep.slots.push_back(co_await save_slot(pool, backend, s.id));
     }
     co_return rep;
 }
@@ -182,7 +207,6 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     r.backend = name;
     r.slot = *t.p.slot;
     r.key = p->key;
-    remember(t.p.backend, *t.p.slot, *p);
     try {
         auto* idx = index_for(t.p.backend);
         const auto found = co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });
@@ -192,6 +216,8 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
             r.tokens = found->tokens;
             co_return result(r);
         }
+        co_await save_reserved(pool, t, p->key);  // what the slot held, if worth keeping
+        remember(t.p.backend, *t.p.slot, *p);
         const auto a = co_await snapshot(pool, t, *p);
         if (a.what == disk_action::kind::snapshotted) {
             r.saved = true;

@@ -102,6 +102,8 @@ private:
     cache::index* index_for(int backend) const;
     void remember(int backend, int slot, const prefix& p);
     awaitable<slot_report> save_slot(upstream::pool& pool, int backend, int slot);
+    awaitable<slot_report> save_reserved(upstream::pool& pool, routing::ticket& t,
+                                         std::string except_key);
 
     const config::config& cfg_;
     routing::registry& reg_;
@@ -120,6 +122,7 @@ private:
         std::shared_ptr<const nlohmann::json> body;  // stable messages + the turn after them
     };
     std::map<std::pair<int, int>, remembered> slot_prefixes_;
+    std::optional<remembered> remembered_at(int backend, int slot) const;
 };
 
 }  // namespace warmslot::service

@@ -158,6 +158,32 @@ for (const arch of ['llama', 'qwen35']) {
   });
 }
 
+test('a restore first saves the prefix its slot held when that is not on disk yet', { timeout: 300000 }, async () => {
+  let llama = await startLlama({ arch: 'qwen35', slots: 1, ctx: 16384 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+    extra: `${settings}  snapshot_after_uses: 2\n` });
+  try {
+    await routed(ws);
+    const [docA, docB] = [makeDocument(730, 6000), makeDocument(731, 6000)];
+    assert.equal((await ask(ws, chat(docA, 'QA1?'))).disk, '', 'A used once: not saved yet');
+    assert.equal((await postJson(`${ws.url}/admin/snapshot`, {})).body.saved.length, 1, 'A saved on demand');
+    assert.equal((await ask(ws, chat(docB, 'QB1?'))).disk, '', 'B used once: not saved yet');
+    assert.equal(snapshotFiles(llama.saveDir).length, 1);
+    // A comes back from disk into the only slot, which holds B: B is saved before it goes.
+    assert.match((await ask(ws, chat(docA, 'QA3?'))).disk, /^restored \d+ tokens$/);
+    assert.equal(snapshotFiles(llama.saveDir).length, 2);
+    llama = await restartBackend(ws, llama);
+    const q = 'QB2?';
+    const b = await ask(ws, chat(docB, q));
+    assert.match(b.disk, /^restored \d+ tokens$/);
+    const bound = (await questionTail(llama, q)) + 64;
+    assert.ok(b.processed <= bound, `processed ${b.processed}, bound ${bound}`);
+  } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});
+
 test('POST /admin/snapshot never touches a busy slot', { timeout: 300000 }, async () => {
   const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
   const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
