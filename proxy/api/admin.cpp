@@ -13,7 +13,8 @@ std::variant<warm_request, std::string> parse_warm_request(const json& body) {
     }
     warm_request w;
     const auto model = body.find("model");
-    if (model == body.end() || !model->is_string() || model->get_ref<const std::string&>().empty()) {
+    if (model == body.end() || !model->is_string() ||
+        model->get_ref<const std::string&>().empty()) {
         return std::string("\"model\" must be a non-empty string");
     }
     w.model = model->get<std::string>();
@@ -42,12 +43,14 @@ json warm_chat_body(const warm_request& w, std::string_view question) {
     return {{"model", w.model}, {"messages", std::move(messages)}};
 }
 
-std::variant<std::optional<std::string>, std::string> parse_snapshot_request(std::string_view body) {
+std::variant<std::optional<std::string>, std::string> parse_snapshot_request(
+    std::string_view body) {
     if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
         return std::optional<std::string>();
     }
     const json j = json::parse(body, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return std::string("request body must be a JSON object");
+    if (j.is_discarded() || !j.is_object())
+        return std::string("request body must be a JSON object");
     for (const auto& [key, value] : j.items()) {
         if (key != "backend") return "unknown field \"" + key + "\" (expected backend)";
     }
@@ -63,12 +66,18 @@ std::variant<warm_args, std::string> parse_warm_args(const std::vector<std::stri
         const auto& flag = args[i];
         if (i + 1 >= args.size()) return flag + " needs a value";
         const auto& value = args[++i];
-        if (flag == "--model") a.model = value;
-        else if (flag == "--system") a.system_file = value;
-        else if (flag == "--doc") a.doc_files.push_back(value);
-        else if (flag == "--url") a.url = value;
-        else if (flag == "--api-key-env") a.api_key_env = value;
-        else return "unknown option " + flag;
+        if (flag == "--model")
+            a.model = value;
+        else if (flag == "--system")
+            a.system_file = value;
+        else if (flag == "--doc")
+            a.doc_files.push_back(value);
+        else if (flag == "--url")
+            a.url = value;
+        else if (flag == "--api-key-env")
+            a.api_key_env = value;
+        else
+            return "unknown option " + flag;
     }
     if (a.model.empty()) return std::string("--model is required");
     if (a.system_file.empty() && a.doc_files.empty()) {

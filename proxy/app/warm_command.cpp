@@ -1,19 +1,17 @@
 #include "app/warm_command.hpp"
 
-#include <nlohmann/json.hpp>
-
+#include <boost/asio/use_future.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
 #include "api/admin.hpp"
 #include "config/address.hpp"
 #include "net/beast.hpp"
-
-#include <boost/asio/use_future.hpp>
 
 namespace warmslot::app {
 namespace {
@@ -34,14 +32,14 @@ struct response {
     std::string body;
 };
 
-awaitable<response> post(std::string host, std::uint16_t port, std::string target,
-                         std::string body, std::string key) {
+awaitable<response> post(std::string host, std::uint16_t port, std::string target, std::string body,
+                         std::string key) {
     auto ex = co_await net::this_coro::executor;
     tcp::resolver resolver(ex);
     beast::tcp_stream stream(ex);
     stream.expires_after(warm_timeout);
-    const auto endpoints = co_await resolver.async_resolve(host, std::to_string(port),
-                                                           net::use_awaitable);
+    const auto endpoints =
+        co_await resolver.async_resolve(host, std::to_string(port), net::use_awaitable);
     co_await stream.async_connect(endpoints, net::use_awaitable);
     http::request<http::string_body> req{http::verb::post, target, 11};
     req.set(http::field::host, host + ":" + std::to_string(port));
@@ -70,7 +68,8 @@ std::string error_message(const response& r) {
 int warm_command(const std::vector<std::string>& args) {
     auto parsed = api::parse_warm_args(args);
     if (auto* problem = std::get_if<std::string>(&parsed)) {
-        std::fprintf(stderr, "warmslot warm: %s\nusage: warmslot warm --model M --system FILE "
+        std::fprintf(stderr,
+                     "warmslot warm: %s\nusage: warmslot warm --model M --system FILE "
                      "[--doc FILE ...] [--url http://127.0.0.1:8080] [--api-key-env VAR]\n",
                      problem->c_str());
         return 2;
@@ -84,17 +83,19 @@ int warm_command(const std::vector<std::string>& args) {
         std::string key;
         if (!a.api_key_env.empty()) {
             const char* v = std::getenv(a.api_key_env.c_str());
-            if (!v || !*v) throw std::runtime_error("environment variable " + a.api_key_env + " is not set");
+            if (!v || !*v)
+                throw std::runtime_error("environment variable " + a.api_key_env + " is not set");
             key = v;
         }
         api::warm_request w;
         w.model = a.model;
         if (!a.system_file.empty()) w.system = read_file(a.system_file);
         for (const auto& f : a.doc_files) w.documents.push_back(read_file(f));
-        nlohmann::json body = {{"model", w.model}, {"system", w.system}, {"documents", w.documents}};
+        nlohmann::json body = {
+            {"model", w.model}, {"system", w.system}, {"documents", w.documents}};
         net::io_context io;
-        auto result = net::co_spawn(io, post(target.host, target.port, "/admin/warm", body.dump(), key),
-                                    net::use_future);
+        auto result = net::co_spawn(
+            io, post(target.host, target.port, "/admin/warm", body.dump(), key), net::use_future);
         io.run();
         const auto r = result.get();
         if (r.status != 200) {
@@ -103,7 +104,8 @@ int warm_command(const std::vector<std::string>& args) {
         }
         const auto report = nlohmann::json::parse(r.body, nullptr, false);
         std::printf("%s\n", report.is_discarded() ? r.body.c_str() : report.dump(2).c_str());
-        const bool on_disk = report.is_object() &&
+        const bool on_disk =
+            report.is_object() &&
             (report.value("saved", false) || report.value("reason", "") == "already on disk");
         return on_disk ? 0 : 1;
     } catch (const std::exception& e) {

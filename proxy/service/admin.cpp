@@ -2,9 +2,10 @@
 //   POST /admin/snapshot  save the valuable prefixes idle slots hold (disk_tier::save_valuable)
 //   POST /admin/warm      prime and save a system prompt and documents ahead of time
 // Request shapes and the warm-up's message layout: api/admin.hpp.
+#include "api/admin.hpp"
+
 #include <nlohmann/json.hpp>
 
-#include "api/admin.hpp"
 #include "service/pipeline.hpp"
 #include "util/log.hpp"
 
@@ -81,8 +82,8 @@ awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
         co_return;
     }
     out.status = 200;
-    auto ec = co_await http_server::write_json(*ex.client, 200, report.dump(), ex.keep_alive,
-                                               ex.id, cfg_.timeouts.stream_idle);
+    auto ec = co_await http_server::write_json(*ex.client, 200, report.dump(), ex.keep_alive, ex.id,
+                                               cfg_.timeouts.stream_idle);
     if (ex.keep_alive && ec) ex.keep_alive = false;
 }
 

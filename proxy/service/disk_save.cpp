@@ -2,6 +2,7 @@
 // POST /admin/snapshot), and warm-ups of a prefix no request has brought yet (POST /admin/warm).
 // Both prime a slot with exactly the prefix and save it, as the request path does.
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "routing/fingerprint.hpp"
@@ -83,9 +84,12 @@ awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, i
     auto t = reg_.reserve_idle_slot(backend, slot, m->levels);
     if (!t) {
         const auto views = reg_.snapshot();
-        const auto& view = views[static_cast<std::size_t>(backend)].slots[static_cast<std::size_t>(slot)];
+        const auto& view =
+            views[static_cast<std::size_t>(backend)].slots[static_cast<std::size_t>(slot)];
         // Never pinned while busy (llama-server.md section 3).
-        r.reason = view.busy ? "busy" : "holds another prefix now";
+        r.reason = view.busy           ? "busy"
+                   : view.held.empty() ? "holds nothing known (e.g. after a restart)"
+                                       : "holds another prefix now";
         co_return r;
     }
     r = co_await save_reserved(pool, *t, "");
@@ -119,7 +123,8 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
     }
     try {
         auto* idx = index_for(t.p.backend);
-        const auto found = co_await on_index(index_ex_, [idx, key = m->key] { return idx->find(key); });
+        const auto found =
+            co_await on_index(index_ex_, [idx, key = m->key] { return idx->find(key); });
         if (found) {
             r.reason = "already on disk";
             r.tokens = found->tokens;
@@ -140,7 +145,8 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
         log()->warn("saving slot {} of {} skipped: {}", r.slot, r.backend, e.what());
         r.reason = std::string("error: ") + e.what();
     }
-    if (r.saved) log()->info("saved {} tokens held by {} slot {} ({})", r.tokens, r.backend, r.slot, r.key);
+    if (r.saved)
+        log()->info("saved {} tokens held by {} slot {} ({})", r.tokens, r.backend, r.slot, r.key);
     co_return r;
 }
 
@@ -148,10 +154,16 @@ awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backen
     save_report rep;
     const auto& name = cfg_.backends[static_cast<std::size_t>(backend)].name;
     if (!enabled_for(backend)) {
-        rep.slots.push_back(skipped(name, -1, "no disk tier (cache disabled or no slot_save_path)"));
+        rep.slots.push_back(
+            skipped(name, -1, "no disk tier (cache disabled or no slot_save_path)"));
         co_return rep;
     }
-    if (restore_broken_[static_cast<std::size_t>(backend)]) {
+    bool broken = false;
+    {
+        std::lock_guard lock(mu_);
+        broken = restore_broken_[static_cast<std::size_t>(backend)];
+    }
+    if (broken) {
         rep.slots.push_back(skipped(name, -1, "this backend cannot restore slot files"));
         co_return rep;
     }
@@ -173,20 +185,24 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
                           routing::clock::now(), false);
     if (t.p.backend < 0) {
         if (t.p.unknown_model) {
-            co_return result(warm_error{api::error_kind::not_found,
-                                        "unknown model \"" + model + "\"; GET /v1/models lists them"});
+            co_return result(
+                warm_error{api::error_kind::not_found,
+                           "unknown model \"" + model + "\"; GET /v1/models lists them"});
         }
         co_return result(warm_error{api::error_kind::backend_unavailable, "no backend is healthy"});
     }
     const auto& name = cfg_.backends[static_cast<std::size_t>(t.p.backend)].name;
     auto refuse = [&](api::error_kind kind, std::string message) {
-        if (t.p.slot) reg_.release(t);  // nothing ran there: what it holds is still known
-        else reg_.cancel(t);
+        if (t.p.slot)
+            reg_.release(t);  // nothing ran there: what it holds is still known
+        else
+            reg_.cancel(t);
         return result(warm_error{kind, std::move(message)});
     };
     if (!enabled_for(t.p.backend)) {
-        co_return refuse(api::error_kind::bad_request,
-                         "backend " + name + " has no disk tier (cache disabled or no slot_save_path)");
+        co_return refuse(
+            api::error_kind::bad_request,
+            "backend " + name + " has no disk tier (cache disabled or no slot_save_path)");
     }
     if (!t.p.slot) {
         co_return refuse(api::error_kind::backend_unavailable,
@@ -209,7 +225,8 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     r.key = p->key;
     try {
         auto* idx = index_for(t.p.backend);
-        const auto found = co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });
+        const auto found =
+            co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });
         if (found) {
             reg_.release(t);
             r.reason = "already on disk";

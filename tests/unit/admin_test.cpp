@@ -1,9 +1,10 @@
 // Admin request shapes, the warm-up's message layout, and reserving a slot for a save.
+#include "api/admin.hpp"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "api/admin.hpp"
 #include "routing/fingerprint.hpp"
 #include "routing/registry.hpp"
 
@@ -12,8 +13,8 @@ namespace routing = warmslot::routing;
 using nlohmann::json;
 
 TEST_CASE("parse_warm_request: model required, system and documents strings, no other field") {
-    const auto ok = api::parse_warm_request(
-        json{{"model", "m"}, {"system", "S"}, {"documents", {"d1", "d2"}}});
+    const auto ok =
+        api::parse_warm_request(json{{"model", "m"}, {"system", "S"}, {"documents", {"d1", "d2"}}});
     REQUIRE(std::holds_alternative<api::warm_request>(ok));
     const auto& w = std::get<api::warm_request>(ok);
     CHECK(w.model == "m");
@@ -38,14 +39,17 @@ TEST_CASE("parse_warm_request: model required, system and documents strings, no 
 
 TEST_CASE("warm_chat_body: a client's request with the same material shares its stable prefix") {
     api::warm_request w{"m", "You answer from the documents.", {"doc one", "doc two"}};
-    const auto warm = routing::fingerprint_request(routing::request_kind::chat,
-                                                   api::warm_chat_body(w, "?"));
-    const json client = {
-        {"model", "m"}, {"max_tokens", 30}, {"temperature", 0.2}, {"stream", true},
-        {"messages", {{{"role", "system"}, {"content", "You answer from the documents."}},
-                      {{"role", "user"}, {"content", "doc one"}},
-                      {{"role", "user"}, {"content", "doc two"}},
-                      {{"role", "user"}, {"content", "What does doc two say?"}}}}};
+    const auto warm =
+        routing::fingerprint_request(routing::request_kind::chat, api::warm_chat_body(w, "?"));
+    const json client = {{"model", "m"},
+                         {"max_tokens", 30},
+                         {"temperature", 0.2},
+                         {"stream", true},
+                         {"messages",
+                          {{{"role", "system"}, {"content", "You answer from the documents."}},
+                           {{"role", "user"}, {"content", "doc one"}},
+                           {{"role", "user"}, {"content", "doc two"}},
+                           {{"role", "user"}, {"content", "What does doc two say?"}}}}};
     const auto asked = routing::fingerprint_request(routing::request_kind::chat, client);
     REQUIRE(warm);
     REQUIRE(asked);
@@ -58,8 +62,8 @@ TEST_CASE("warm_chat_body: a client's request with the same material shares its 
     CHECK(api::warm_chat_body(bare, "q")["messages"].size() == 2);
     CHECK(api::warm_chat_body(bare, "q")["messages"][0]["role"] == "user");
     w.model = "other";
-    const auto other = routing::fingerprint_request(routing::request_kind::chat,
-                                                    api::warm_chat_body(w, "?"));
+    const auto other =
+        routing::fingerprint_request(routing::request_kind::chat, api::warm_chat_body(w, "?"));
     CHECK(routing::common_levels(other->levels, asked->levels) == 0);
 }
 
@@ -77,8 +81,8 @@ TEST_CASE("parse_snapshot_request: empty body or no field means every backend") 
 }
 
 TEST_CASE("parse_warm_args: flags, repeated --doc, defaults and errors") {
-    const auto ok = api::parse_warm_args({"--model", "m", "--system", "s.txt", "--doc", "a",
-                                          "--doc", "b", "--api-key-env", "K"});
+    const auto ok = api::parse_warm_args(
+        {"--model", "m", "--system", "s.txt", "--doc", "a", "--doc", "b", "--api-key-env", "K"});
     REQUIRE(std::holds_alternative<api::warm_args>(ok));
     const auto& a = std::get<api::warm_args>(ok);
     CHECK(a.model == "m");
@@ -87,9 +91,13 @@ TEST_CASE("parse_warm_args: flags, repeated --doc, defaults and errors") {
     CHECK(a.url == "http://127.0.0.1:8080");
     CHECK(a.api_key_env == "K");
     const std::vector<std::vector<std::string>> bad = {
-        {}, {"--system", "s"}, {"--model", "m"}, {"--model", "m", "--system"},
+        {},
+        {"--system", "s"},
+        {"--model", "m"},
+        {"--model", "m", "--system"},
         {"--model", "m", "--system", "s", "--what", "x"}};
-    for (const auto& args : bad) CHECK(std::holds_alternative<std::string>(api::parse_warm_args(args)));
+    for (const auto& args : bad)
+        CHECK(std::holds_alternative<std::string>(api::parse_warm_args(args)));
 }
 
 TEST_CASE("reserve_idle_slot: only an idle slot still holding the prefix; release keeps it") {
@@ -100,8 +108,9 @@ TEST_CASE("reserve_idle_slot: only an idle slot still holding the prefix; releas
     reg.set_info(0, info, true);
     reg.set_healthy(0, true);
     std::string doc(6000, 'x');
-    const json body = {{"messages", {{{"role", "system"}, {"content", doc}},
-                                     {{"role", "user"}, {"content", "q"}}}}};
+    const json body = {
+        {"messages",
+         {{{"role", "system"}, {"content", doc}}, {{"role", "user"}, {"content", "q"}}}}};
     const auto fp = routing::fingerprint_request(routing::request_kind::chat, body);
     REQUIRE(fp);
     const std::vector<routing::prefix_level> stable(fp->levels.begin(), fp->levels.begin() + 1);
