@@ -32,7 +32,7 @@ import { buildWorkload, workloadNames } from './lib/workloads.mjs';
 import { writeDoc } from './lib/doc.mjs';
 
 function usage(code) {
-  const text = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(3, 19)
+  const text = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(3, 20)
     .map((l) => l.replace(/^\/\/ ?/, '')).join('\n');
   (code ? process.stderr : process.stdout).write(`${text}\n`);
   process.exit(code);
