@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "app/app.hpp"
+#include "app/warm_command.hpp"
 #include "config/config.hpp"
 
 namespace {
@@ -12,6 +13,8 @@ namespace {
 int usage(int code) {
     std::fputs("usage: warmslot --config FILE\n"
                "       warmslot check-config FILE\n"
+               "       warmslot warm --model M --system FILE [--doc FILE ...]\n"
+               "                     [--url http://127.0.0.1:8080] [--api-key-env VAR]\n"
                "       warmslot --version\n", code == 0 ? stdout : stderr);
     return code;
 }
@@ -26,6 +29,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (cmd == "--help" || cmd == "-h") return usage(0);
+        if (cmd == "warm") return warmslot::app::warm_command({argv + 2, argv + argc});
         if (argc == 3 && cmd == "check-config") {
             const auto cfg = warmslot::config::load_file(argv[2]);
             std::printf("%s: ok (%zu backends)\n", argv[2], cfg.backends.size());

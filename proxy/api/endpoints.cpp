@@ -36,6 +36,9 @@ endpoint classify(std::string_view method, std::string_view target) noexcept {
     if (path == "/metrics") {
         return {get ? endpoint_kind::metrics : endpoint_kind::method_not_allowed, true};
     }
+    if (path.starts_with("/admin/")) {
+        return {post ? endpoint_kind::admin : endpoint_kind::method_not_allowed, true};
+    }
     if (path.starts_with("/slots/")) {
         return {endpoint_kind::slot_action, true};
     }

@@ -260,6 +260,40 @@ void registry::set_held(const ticket& t, std::vector<prefix_level> levels, std::
     s->held_tokens = tokens;
 }
 
+std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
+                                                  const std::vector<prefix_level>& must_hold) {
+    std::lock_guard lock(mu_);
+    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return std::nullopt;
+    auto& b = backends_[static_cast<std::size_t>(backend)];
+    auto* s = slot_of(b, slot);
+    const auto i = static_cast<std::size_t>(slot);
+    if (!s || b.reserved_by[i] != 0 || b.outside_busy[i] || s->busy) return std::nullopt;
+    if (must_hold.empty() || common_levels(s->held, must_hold) < must_hold.size()) {
+        return std::nullopt;
+    }
+    ticket t;
+    t.id = next_ticket_++;
+    t.p.backend = backend;
+    t.p.slot = slot;
+    t.p.why = route::hit;
+    t.p.matched_levels = must_hold.size();
+    b.reserved_by[i] = t.id;
+    s->busy = true;
+    ++b.view.in_flight;
+    return t;
+}
+
+void registry::release(const ticket& t) {
+    std::lock_guard lock(mu_);
+    if (t.p.backend < 0 || !t.p.slot) return;
+    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+    const auto i = static_cast<std::size_t>(*t.p.slot);
+    if (i >= b.reserved_by.size() || b.reserved_by[i] != t.id) return;
+    if (b.view.in_flight > 0) --b.view.in_flight;
+    b.reserved_by[i] = 0;
+    b.view.slots[i].busy = b.outside_busy[i];
+}
+
 void registry::forget_all(int backend) {
     std::lock_guard lock(mu_);
     auto& b = backends_[static_cast<std::size_t>(backend)];

@@ -85,6 +85,15 @@ public:
     // restore from disk or a priming, before the request itself runs.
     void set_held(const ticket& t, std::vector<prefix_level> levels, std::uint64_t tokens);
 
+    // Reserves one given slot for warmslot's own work on it (saving it to disk), only when it is
+    // idle (no ticket, not seen processing) and still holds `must_hold` as a prefix of what it
+    // holds. std::nullopt: busy, or it holds something else now. Never plans, never waits.
+    std::optional<ticket> reserve_idle_slot(int backend, int slot,
+                                            const std::vector<prefix_level>& must_hold);
+    // Gives back a reservation of reserve_idle_slot (or a pinned one) keeping what the slot is
+    // believed to hold (cancel forgets it).
+    void release(const ticket& t);
+
     std::vector<backend_view> snapshot() const;
     counters totals() const;
     std::optional<backend_info> info(int backend) const;

@@ -112,16 +112,24 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
     disk_action none;
     if (!t.p.slot || !enabled_for(t.p.backend)) co_return none;
     auto p = stable_prefix(t.p.backend, fp, body);
-    if (!p || t.p.matched_levels >= p->levels.size()) co_return none;  // the slot holds it
+    if (!p) co_return none;
+    if (t.p.matched_levels >= p->levels.size()) {  // the slot holds it
+        remember(t.p.backend, *t.p.slot, *p);
+        co_return none;
+    }
     auto* idx = index_for(t.p.backend);
     try {
         auto found = co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });
         const bool broken = restore_broken(t.p.backend);
         if (found && !broken) {
+            // The slot's own prefix goes first when it is worth keeping and not on disk yet.
             // Restored, or failed and dropped: either way the request runs now; a failed file
             // is replaced by a fresh snapshot on the next use.
+            co_await save_reserved(pool, t, p->key);
+            remember(t.p.backend, *t.p.slot, *p);
             co_return co_await restore(pool, t, *p, *found);
         }
+        remember(t.p.backend, *t.p.slot, *p);  // the request brings it there
         std::uint64_t uses = 0;
         {
             std::lock_guard lock(mu_);
@@ -131,6 +139,7 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
         co_return co_await snapshot(pool, t, *p);
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
+        remember(t.p.backend, *t.p.slot, *p);
     }
     co_return none;
 }

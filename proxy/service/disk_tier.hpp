@@ -16,10 +16,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "api/errors.hpp"
 #include "cache/index.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
@@ -36,6 +38,27 @@ struct disk_action {
     std::string key;
 };
 std::string describe(const disk_action& a);
+
+// What the disk tier did with one slot on an explicit save or warm-up.
+struct slot_report {
+    std::string backend;
+    int slot = -1;             // -1: no slot was involved
+    bool saved = false;
+    std::string reason;        // why it was skipped or failed ("" when saved)
+    std::uint64_t tokens = 0;  // tokens in the saved file
+    std::string key;           // the prefix's content address
+};
+struct save_report {
+    std::vector<slot_report> slots;
+};
+nlohmann::json to_json(const slot_report& r);
+nlohmann::json to_json(const save_report& r);
+
+// A warm-up that could not run at all (no backend for the model, no idle slot, ...).
+struct warm_error {
+    api::error_kind kind;
+    std::string message;
+};
 
 class disk_tier {
 public:
@@ -57,6 +80,19 @@ public:
     // usefully (e.g. a sliding-window model without --swa-full); restores stop there.
     void check(int backend, const disk_action& a, const std::optional<api::prompt_stats>& s);
 
+    // Saves every idle slot of `backend` whose stable prefix (the last one a request brought to
+    // it) is long enough and not on disk yet, e.g. because it was used fewer than
+    // snapshot_after_uses times: the slot is primed with exactly that prefix and saved, like a
+    // snapshot on the request path. Busy slots are skipped, never pinned. Called before a
+    // backend stops and by POST /admin/snapshot. Never throws.
+    awaitable<save_report> save_valuable(upstream::pool& pool, int backend);
+
+    // Primes an idle slot of a backend serving the chat request `body` with its stable prefix
+    // (everything before the final user turn) and saves it, ignoring snapshot_after_uses.
+    // `model` is the name to route by ("" = any backend). POST /admin/warm.
+    awaitable<std::variant<slot_report, warm_error>> warm(upstream::pool& pool,
+                                                          nlohmann::json body, std::string model);
+
 private:
     struct prefix;  // service/disk_prefix.hpp
     std::optional<prefix> stable_prefix(int backend, const routing::fingerprint& fp,
@@ -70,6 +106,10 @@ private:
     cache::index* index_for(int backend) const;
     bool restore_broken(int backend) const;
     void open_indexes(const config::config& cfg);  // under mu_
+    void remember(int backend, int slot, const prefix& p);
+    awaitable<slot_report> save_slot(upstream::pool& pool, int backend, int slot);
+    awaitable<slot_report> save_reserved(upstream::pool& pool, routing::ticket& t,
+                                         std::string except_key);
 
     const config::source& src_;
     routing::registry& reg_;
@@ -79,6 +119,16 @@ private:
     std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)
     std::set<std::string> busy_keys_;              // being saved or restored: never evicted
     std::set<int> restore_broken_;                 // backends that cannot restore
+    // Per (backend, slot): the last stable prefix a request brought there, so that it can be
+    // saved later (save_valuable). One entry per slot, replaced by the next prefix: memory is
+    // bounded by the slot count times the size of one request.
+    struct remembered {
+        std::string key;
+        std::vector<routing::prefix_level> levels;
+        std::shared_ptr<const nlohmann::json> body;  // stable messages + the turn after them
+    };
+    std::map<std::pair<int, int>, remembered> slot_prefixes_;
+    std::optional<remembered> remembered_at(int backend, int slot) const;
 };
 
 }  // namespace warmslot::service

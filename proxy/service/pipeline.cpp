@@ -76,6 +76,7 @@ std::optional<rejection> pipeline::check(const config::config& cfg,
             return std::nullopt;
         case api::endpoint_kind::health:
         case api::endpoint_kind::metrics:
+        case api::endpoint_kind::admin:
         case api::endpoint_kind::forward_get:
             return std::nullopt;
     }
@@ -96,6 +97,8 @@ awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
         co_await health(ex, out);
     } else if (ep.kind == api::endpoint_kind::metrics) {
         co_await metrics(ex, out);
+    } else if (ep.kind == api::endpoint_kind::admin) {
+        co_await admin(ex, out);
     } else if ((path == "/v1/models" || path == "/models") && config::active_backends(*out.cfg) > 1) {
         co_await models(ex, out);
     } else {

@@ -61,6 +61,7 @@ private:
     awaitable<void> models(http_server::exchange& ex, outcome& out);
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
+    awaitable<void> admin(http_server::exchange& ex, outcome& out);  // service/admin.cpp
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
     std::optional<rejection> check(const config::config& cfg,

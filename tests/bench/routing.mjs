@@ -5,7 +5,8 @@
 //   node tests/bench/routing.mjs [--workload NAME]... [--preset tiny|bench] [--arch llama|qwen35]
 //                                [--write-doc] [--out DIR] [--extra-configs] [--warmslot-runs N]
 //
-//   --workload  interleaved | docqa | replicas (repeatable or comma-separated; default: all)
+//   --workload  interleaved | docqa | replicas | restart (repeatable or comma-separated;
+//               default: all)
 //   --preset    tiny (default; all workloads in a few minutes on 2 cores) | bench (the larger
 //               model, ~220 prompt tokens/s on 2 cores: smaller workloads, run one at a time)
 //   --arch      llama (plain attention, default) | qwen35 (hybrid Gated DeltaNet + attention)
@@ -23,7 +24,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { getJson, modelPath, startLlama } from '../integration/lib/llama.mjs';
+import { getJson, modelPath, postJson, startLlama } from '../integration/lib/llama.mjs';
 import { repoRoot, sleep, tempDir, waitFor } from '../integration/lib/procs.mjs';
 import { startWarmslot, warmslotBin } from '../integration/lib/warmslot.mjs';
 import { lowerBound, percentile, promptTokensTotal, streamChat } from './lib/client.mjs';
@@ -31,7 +32,7 @@ import { buildWorkload, workloadNames } from './lib/workloads.mjs';
 import { writeDoc } from './lib/doc.mjs';
 
 function usage(code) {
-  const text = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(3, 19)
+  const text = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(3, 20)
     .map((l) => l.replace(/^\/\/ ?/, '')).join('\n');
   (code ? process.stderr : process.stdout).write(`${text}\n`);
   process.exit(code);
@@ -87,6 +88,34 @@ async function stopAll(ws, servers) {
   if (errors.length) throw errors[0];
 }
 
+// The restart workload's first half: the documents are warmed (warmslot: POST /admin/warm;
+// llama-server alone: one question per document), then every llama-server process is restarted
+// on its port with its slot directory. Replaces the entries of `servers` in place.
+async function warmAndRestart(opts, model, workload, config, servers, ws) {
+  const questionFor = (d) => `Warm-up question on document ${d + 1}?`;
+  for (let d = 0; d < workload.docs.length; d++) {
+    if (ws) {
+      const r = await postJson(`${ws.url}/admin/warm`, { model: workload.model, system: workload.docs[d] });
+      if (r.status !== 200 || !(r.body.saved || r.body.reason === 'already on disk')) {
+        throw new Error(`warming document ${d + 1}: ${r.status} ${JSON.stringify(r.body)}`);
+      }
+    } else {
+      await streamChat(servers[0].url, { system: workload.docs[d], question: questionFor(d) }, { model: workload.model });
+    }
+  }
+  const corrections = async () => Number((await (await fetch(`${ws.url}/metrics`)).text())
+    .match(/warmslot_belief_corrections_total (\d+)/)[1]);
+  const seen = ws ? await corrections() : 0;
+  for (let i = 0; i < servers.length; i++) {
+    const s = servers[i];
+    await s.stop();
+    servers[i] = await startLlama({ arch: opts.arch, model, slots: config.slots, extra: config.extra,
+      slotSaveDir: s.saveDir, port: s.port });
+  }
+  // warmslot learns of the restart from GET /slots: the slots it believed full are empty.
+  if (ws) await waitFor('warmslot to notice the restart', async () => (await corrections()) > seen, 30000);
+}
+
 async function runConfig(opts, model, workload, config) {
   const servers = [];
   let ws = null;
@@ -96,24 +125,29 @@ async function runConfig(opts, model, workload, config) {
     }
     const atStart = await Promise.all(servers.map((s) => promptTokensTotal(s.url)));
     if (config.warmslot) {
-      ws = await startWarmslot({ backends: servers.map((s, i) => ({ name: `b${i + 1}`, url: s.url })) });
+      // Slot files only where the workload is about them: snapshots cost a little time.
+      ws = await startWarmslot({ backends: servers.map((s, i) => ({ name: `b${i + 1}`, url: s.url,
+        slotSaveDir: workload.restart ? s.saveDir : undefined })),
+      // The bench preset's documents are shorter than the default 2,048-token threshold.
+      extra: workload.restart ? 'cache:\n  min_prefix_tokens: 512\n' : '' });
       await waitFor('warmslot to route every backend', async () => {
         const h = await getJson(`${ws.url}/health`);
         return h.body.backends?.filter((b) => b.routing).length >= servers.length;
       }, 60000);
     }
+    if (workload.restart) await warmAndRestart(opts, model, workload, config, servers, ws);
     // Counted from here: warmslot's start-up probe (a few tokens per backend, once per backend
-    // start) is reported apart, as `startup`.
+    // start) is reported apart, as `startup`; so are the restart workload's warm-ups.
     const before = await Promise.all(servers.map((s) => promptTokensTotal(s.url)));
     const records = [];
     const t0 = performance.now();
     for (let i = 0; i < workload.requests.length; i++) {
       const req = workload.requests[i];
       const backend = servers[i % servers.length];
-      const r = await streamChat(ws ? ws.url : backend.url, req);
+      const r = await streamChat(ws ? ws.url : backend.url, req, workload.model ? { model: workload.model } : {});
       records.push({
         i, kind: req.kind, key: req.key, to: ws ? 'warmslot' : `b${(i % servers.length) + 1}`,
-        route: r.route, slot: r.slot, backend: r.backend, processed: r.timings.prompt_n,
+        route: r.route, slot: r.slot, backend: r.backend, disk: r.disk, processed: r.timings.prompt_n,
         cached: r.timings.cache_n, ttft_ms: r.ttft, first_event_ms: r.first, content_ms: r.content ?? null,
         total_ms: r.total,
       });
@@ -135,6 +169,23 @@ async function runConfig(opts, model, workload, config) {
   } finally {
     await stopAll(ws, servers);
   }
+}
+
+function restartTargetLines(results, bound) {
+  const by = Object.fromEntries(results.map((r) => [r.config.id, r]));
+  const lines = [];
+  const check = (ok, text) => lines.push(`- ${ok ? 'PASS' : 'FAIL'}: ${text}`);
+  const w = by.ws;
+  if (!w) return lines;
+  lines.push(`Targets for ${w.config.label.replace(/\*\*/g, '')}:`, '');
+  const x = w.tokens / bound;
+  check(x <= 1.05, `after the restart at most 1.05x the questions' own tokens: ${x.toFixed(2)}x ` +
+    `(${fmtInt(w.tokens)} vs ${fmtInt(bound)})`);
+  if (by.np2) {
+    check(w.tokens < by.np2.tokens, `fewer tokens than ${by.np2.config.label}, which reprocesses every document: ` +
+      `${fmtInt(w.tokens)} vs ${fmtInt(by.np2.tokens)} (${(by.np2.tokens / w.tokens).toFixed(1)}x fewer)`);
+  }
+  return lines;
 }
 
 function targetLines(results, bound) {
@@ -169,7 +220,8 @@ function routeSummary(result) {
   const counts = new Map();
   for (const r of result.records) {
     let k = routeKind(r.route).replace(/; reason=([\w-]+)/, ' ($1)');
-    if (k.startsWith('miss') && r.cached > 0.5 * (r.cached + r.processed)) k += ', served from the RAM cache';
+    if (r.disk?.startsWith('restored')) k += ', restored from disk';
+    else if (k.startsWith('miss') && r.cached > 0.5 * (r.cached + r.processed)) k += ', served from the RAM cache';
     counts.set(k, (counts.get(k) ?? 0) + 1);
   }
   return [...counts].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join('; ');
@@ -187,17 +239,20 @@ function report(workload, bound, results, ctx) {
     `${workload.describe}. ${workload.requests.length} requests${chats ? ` (${docs} on documents, ${chats} short chats)` : ''}, ` +
     `sent one at a time. System parts of the documents: ${docTokens.map(fmtInt).join(', ')} tokens. ` +
     `All prompts together: ${fmtInt(promptSum)} tokens; lower bound ${fmtInt(bound.total)} ` +
-    `(${fmtInt(bound.systemOnly)} when only a repeated system part is subtracted).`,
+    (workload.restart ? '(the questions\' own tokens: every prompt minus its document).'
+      : `(${fmtInt(bound.systemOnly)} when only a repeated system part is subtracted).`),
     '',
     '| configuration | prompt tokens processed | x lower bound | median TTFT | p90 TTFT | wall s |',
     '|---|---:|---:|---:|---:|---:|',
-    `| lower bound (each system part once, plus every question) | ${fmtInt(bound.total)} | 1.00 | | | |`,
+    workload.restart
+      ? `| lower bound (the questions' own tokens: every document restored for free) | ${fmtInt(bound.total)} | 1.00 | | | |`
+      : `| lower bound (each system part once, plus every question) | ${fmtInt(bound.total)} | 1.00 | | | |`,
   ];
   for (const r of results) {
     lines.push(`| ${r.config.label} | ${fmtInt(r.tokens)} | ${(r.tokens / bound.total).toFixed(2)} | ` +
       `${fmtMs(percentile(r.ttfts, 0.5))} | ${fmtMs(percentile(r.ttfts, 0.9))} | ${r.wall.toFixed(1)} |`);
   }
-  lines.push('', ...targetLines(results, bound.total), '');
+  lines.push('', ...(workload.restart ? restartTargetLines : targetLines)(results, bound.total), '');
   for (const r of results.filter((x) => x.config.warmslot)) {
     const label = r.config.label.replace(/\*\*/g, '');
     if (r.replays.length > 1) {
@@ -245,7 +300,12 @@ async function main() {
   const tok = await startLlama({ arch: opts.arch, model, slots: 1 });
   try {
     buildInfo = (await getJson(`${tok.url}/props`)).body.build_info ?? buildInfo;
-    for (const w of workloads) bounds[w.name] = await lowerBound(tok.url, w.requests);
+    for (const w of workloads) {
+      bounds[w.name] = await lowerBound(tok.url, w.requests);
+      // After a restart nothing is shared with earlier requests; the best is every document
+      // restored from disk, so only each question's own tokens (after its system part) remain.
+      if (w.restart) bounds[w.name].total = bounds[w.name].per.reduce((a, p) => a + p.tokens - p.system, 0);
+    }
   } finally {
     await tok.stop();
   }

@@ -33,6 +33,7 @@ std::string_view kind_name(endpoint_kind k) {
         case endpoint_kind::not_found: return "not_found";
         case endpoint_kind::method_not_allowed: return "method_not_allowed";
         case endpoint_kind::slot_action: return "slot_action";
+        case endpoint_kind::admin: return "admin";
     }
     return "?";
 }
@@ -99,6 +100,16 @@ TEST_CASE("classify: health needs no key, metrics does, slot actions are never f
         {"POST", "/slots", endpoint_kind::slot_action, true},
         {"POST", "/slots?id_slot=0", endpoint_kind::slot_action, true},
         {"PUT", "/slots", endpoint_kind::method_not_allowed, true},
+    });
+}
+
+TEST_CASE("classify: admin endpoints are POST only and need a key") {
+    check_routes({
+        {"POST", "/admin/snapshot", endpoint_kind::admin, true},
+        {"POST", "/admin/warm", endpoint_kind::admin, true},
+        {"POST", "/admin/other", endpoint_kind::admin, true},
+        {"GET", "/admin/snapshot", endpoint_kind::method_not_allowed, true},
+        {"POST", "/admin", endpoint_kind::not_found, true},
     });
 }
 

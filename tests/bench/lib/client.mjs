@@ -26,7 +26,7 @@ export async function streamChat(url, request, extra = {}) {
   if (res.status !== 200) throw new Error(`HTTP ${res.status} from ${url}: ${(await res.text()).slice(0, 300)}`);
   const out = {
     route: res.headers.get('x-warmslot-route'), slot: res.headers.get('x-warmslot-slot'),
-    backend: res.headers.get('x-warmslot-backend'), first: undefined, content: undefined, timings: undefined,
+    backend: res.headers.get('x-warmslot-backend'), disk: res.headers.get('x-warmslot-disk'), first: undefined, content: undefined, timings: undefined,
   };
   await readSse(res, (data) => {
     const at = performance.now() - t0;

@@ -15,7 +15,7 @@ What warmslot's routing saves on real llama-server processes, compared with llam
 under several cache settings. Reproduce with
 
 \`\`\`
-node tests/bench/routing.mjs [--workload interleaved|docqa|replicas] [--preset tiny|bench] [--arch llama|qwen35] [--write-doc]
+node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart] [--preset tiny|bench] [--arch llama|qwen35] [--write-doc]
 \`\`\`
 
 \`WARMSLOT_BIN\` points at the warmslot binary to measure (the run copies it first, so a rebuild
@@ -67,7 +67,19 @@ each table gives the load average seen during its run.
 - **Targets** for warmslot: at most 1.1x the lower bound; at least 4x fewer prompt tokens than
   llama-server with \`--cache-ram 0\`; never more prompt tokens than llama-server alone with its
   defaults. They are reported, not enforced.
-- **Presets**: \`tiny\` (default) runs all three workloads in about 3 minutes on a lightly loaded
+- **Restart workload** (\`restart\`): the documents are warmed first (through warmslot with
+  \`POST /admin/warm\`, the call behind \`warmslot warm\`, which primes each document on an idle
+  slot and saves it to the backend's \`--slot-save-path\`; llama-server alone gets one question per
+  document, which fills its slots and RAM cache), then the llama-server process is stopped and
+  started again on the same port and slot directory, and only then are the questions replayed
+  and counted. Nothing survives the restart in llama-server's memory, so llama-server alone
+  reprocesses every document; warmslot restores each document's file into a slot and computes
+  only the question. Its lower bound is the questions' own tokens (every prompt minus its
+  document), and its **target** is at most 1.05x that bound after the restart, on both the plain
+  \`llama\` and the hybrid \`qwen35\` model (\`--arch qwen35\`); warmslot runs it with
+  \`cache.min_prefix_tokens: 512\` because the bench preset's documents are shorter than the
+  default threshold.
+- **Presets**: \`tiny\` (default) runs the first three workloads in about 3 minutes on a lightly loaded
   2-core machine (11 minutes were measured while builds shared the cores). \`bench\`
   uses the larger generated model, which prefills only about 220 to 270 tokens/s on 2 cores, so
   its workloads are scaled down (documents of 1,500 to 2,000 tokens, 3 or 4 questions each, 6

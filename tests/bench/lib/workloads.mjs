@@ -9,11 +9,13 @@ const sizes = {
     interleaved: { docs: 4, docBytes: 8100, questions: 10, chats: 20 },
     docqa: { docs: 3, docBytes: 6000, questions: 10 },
     replicas: { docs: 6, docBytes: 5000, questions: 5 },
+    restart: { docs: 3, docBytes: 6000, questions: 2 },
   },
   bench: {
     interleaved: { docs: 4, docBytes: 2000, questions: 3, chats: 6 },
     docqa: { docs: 3, docBytes: 2000, questions: 4 },
     replicas: { docs: 6, docBytes: 1500, questions: 3 },
+    restart: { docs: 2, docBytes: 2000, questions: 2 },
   },
 };
 
@@ -22,7 +24,11 @@ const sizes = {
 // the bench model (8 layers of 1,024) about 32 KB.
 const cacheRamLikeDefault = { tiny: 64, bench: 2048 };
 
-export const workloadNames = ['interleaved', 'docqa', 'replicas'];
+export const workloadNames = ['interleaved', 'docqa', 'replicas', 'restart'];
+
+// The model name the restart workload's requests and warm-ups carry: a warm-up's prefix is
+// keyed by the request's fields, "model" included (api/admin.hpp).
+export const restartModel = 'bench';
 
 const topics = ['harbour', 'lantern', 'orchard', 'meadow', 'quarry', 'violin', 'ledger', 'compass',
   'river', 'mountain', 'third paragraph', 'opening lines', 'last section', 'numbers', 'people'];
@@ -76,19 +82,32 @@ export function buildWorkload(name, preset = 'tiny', { seed = 1, extraConfigs = 
     }
   }
   const replicas = name === 'replicas' ? 2 : 1;
+  const restart = name === 'restart';
   const described = {
     interleaved: `${s.docs} system prompts of about ${s.docBytes.toLocaleString('en-US')} bytes, ${s.questions} questions each, ` +
       `${s.chats} short unrelated chats at random positions; one llama-server with 2 slots`,
     docqa: `${s.docs} documents of about ${s.docBytes.toLocaleString('en-US')} bytes, ${s.questions} questions each; one llama-server with 2 slots`,
     replicas: `${s.docs} documents of about ${s.docBytes.toLocaleString('en-US')} bytes, ${s.questions} questions each; two llama-server ` +
       'processes with 2 slots each (without warmslot: the client spreads requests round-robin over both)',
+    restart: `${s.docs} documents of about ${s.docBytes.toLocaleString('en-US')} bytes warmed (through warmslot: ` +
+      '`POST /admin/warm`, the call behind `warmslot warm`; llama-server alone: one question per document), ' +
+      `then the llama-server process restarted, then ${s.questions} questions per document replayed and counted; ` +
+      'one llama-server with 2 slots; warmslot with `cache.min_prefix_tokens: 512`',
   }[name];
-  return { name, preset, describe: described, replicas, requests, configs: configsFor(name, preset, extraConfigs) };
+  return { name, preset, describe: described, replicas, requests, restart, docs: restart ? docs : [],
+    model: restart ? restartModel : undefined, configs: configsFor(name, preset, extraConfigs) };
 }
 
 // Configurations. `slots: 0` is llama-server with its own defaults (no -np: 4 unified slots).
 export function configsFor(name, preset = 'tiny', extraConfigs = false) {
   const ram = String(cacheRamLikeDefault[preset]);
+  if (name === 'restart') {
+    // Only the disk survives a restart: every llama-server RAM setting loses the documents alike.
+    return [
+      { id: 'np2', label: 'llama-server -np 2 (default --cache-ram)', slots: 2, extra: [], warmslot: false },
+      { id: 'ws', label: '**warmslot** + llama-server -np 2, slot files in --slot-save-path', slots: 2, extra: [], warmslot: true },
+    ];
+  }
   const list = [
     { id: 'np2', label: 'llama-server -np 2 (default --cache-ram)', slots: 2, extra: [], warmslot: false },
     { id: 'defaults', label: 'llama-server, all defaults (no -np: 4 unified slots)', slots: 0, extra: [], warmslot: false },
