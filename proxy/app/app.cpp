@@ -6,6 +6,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
 
@@ -13,6 +14,9 @@
 #include <cstdio>
 #include <thread>
 
+#include "app/file_watch.hpp"
+#include "app/sd_notify.hpp"
+#include "app/supervisor.hpp"
 #include "config/reload.hpp"
 #include "config/source.hpp"
 #include "http/server.hpp"
@@ -65,7 +69,11 @@ public:
           disk_(src_, registry_, index_thread_.get_executor()),
           pipeline_(src_, workers_, registry_, &disk_),
           server_(src_, workers_, [this](http_server::exchange& ex) { return pipeline_.handle(ex); }),
-          signals_(workers_.context(0)) {}
+          signals_(workers_.context(0)), save_pool_(control_.get_executor()),
+          supervisor_(src_, registry_, control_.get_executor(),
+                      [this](int backend) { return save_slots(backend); }) {
+        pipeline_.set_starter(&supervisor_);
+    }
 
     int run();
 
@@ -73,6 +81,9 @@ private:
     void on_signal(int sig);
     void reload(const char* why);  // on control_ only: reloads are serialized
     void stop();
+    void watch_file();
+    awaitable<void> save_slots(int backend);    // on control_
+    awaitable<void> shutdown_backends();        // on control_
 
     std::string path_;
     config::source src_;
@@ -85,6 +96,9 @@ private:
     service::pipeline pipeline_;
     http_server::server server_;
     net::signal_set signals_;
+    upstream::pool save_pool_;            // slot saves before a stop, on control_
+    supervisor supervisor_;
+    std::unique_ptr<file_watch> watch_;
 };
 
 int runtime::run() {
@@ -105,8 +119,12 @@ int runtime::run() {
     spdlog::info("listening on {}:{} with {} workers, {} backends", cfg->listen.host,
                  server_.port(), workers_.size(), cfg->backends.size());
     monitor_.start();
+    supervisor_.start();
+    watch_file();
     workers_.start();
+    sd_notify::ready(fmt::format("listening on {}:{}", cfg->listen.host, server_.port()));
     workers_.join();
+    if (watch_) watch_->stop();
     control_.join();
     index_thread_.join();
     spdlog::info("stopped");
@@ -123,26 +141,69 @@ void runtime::on_signal(int sig) {
     stop();
 }
 
-// Stop accepting, let requests and streams finish within the grace period, then stop.
+// Stop accepting, let requests and streams finish within the grace period, save valuable
+// slots, stop supervised backends, then stop.
 void runtime::stop() {
     signals_.cancel();
-    monitor_.stop();
+    sd_notify::stopping("draining requests");
     net::co_spawn(workers_.context(0), [this]() -> awaitable<void> {
         co_await server_.drain(src_.current()->timeouts.shutdown_grace);
+        monitor_.stop();
+        sd_notify::status("saving slots and stopping backends");
+        co_await net::co_spawn(control_, shutdown_backends(), net::use_awaitable);
         workers_.stop();
     }, net::detached);
 }
 
+awaitable<void> runtime::shutdown_backends() {
+    const auto cfg = src_.current();
+    for (std::size_t i = 0; i < cfg->backends.size(); ++i) {
+        const auto& b = cfg->backends[i];
+        if (!b.retired && !b.supervised()) co_await save_slots(static_cast<int>(i));
+    }
+    co_await supervisor_.stop_all();  // saves each supervised backend before stopping it
+}
+
+awaitable<void> runtime::save_slots(int backend) {
+    const auto report = co_await disk_.save_valuable(save_pool_, backend);
+    std::size_t saved = 0;
+    for (const auto& s : report.slots) saved += s.saved ? 1 : 0;
+    if (saved > 0) {
+        spdlog::info("backend {}: saved {} slot prefixes to disk",
+                     src_.current()->backends[static_cast<std::size_t>(backend)].name, saved);
+    }
+}
+
+// The config file is watched; a change reloads it like SIGHUP does.
+void runtime::watch_file() {
+    try {
+        watch_ = std::make_unique<file_watch>(path_, [this] {
+            net::post(control_, [this] { reload("file changed"); });
+        });
+    } catch (const std::exception& e) {
+        spdlog::warn("config file {} is not watched ({}); reload with SIGHUP", path_, e.what());
+    }
+}
+
 void runtime::reload(const char* why) {
+    sd_notify::reloading(why);
     config::config parsed;
     try {
         parsed = config::load_file(path_);
     } catch (const config::config_error& e) {
         spdlog::error("config reload ({}) rejected, the running config stays: {}", why, e.what());
+        sd_notify::ready("config reload rejected; running config kept");
         return;
     }
     const auto running = src_.current();
     auto plan = config::plan_reload(*running, std::move(parsed));
+    try {
+        assign_ports(plan.next);
+    } catch (const std::exception& e) {
+        spdlog::error("config reload ({}) failed, the running config stays: {}", why, e.what());
+        sd_notify::ready("config reload failed; running config kept");
+        return;
+    }
     std::vector<bool> retired;
     for (const auto& b : plan.next.backends) retired.push_back(b.retired);
     registry_.sync(names_of(plan.next), retired, planner_settings(plan.next.routing));
@@ -150,15 +211,18 @@ void runtime::reload(const char* why) {
     src_.publish(std::make_shared<const config::config>(std::move(plan.next)));
     disk_.sync();
     monitor_.start();
+    supervisor_.sync();
     for (const auto& change : plan.changes) spdlog::info("config reload: {}", change);
     spdlog::info("config reloaded from {} ({}): {} changes to backends or listen", path_, why,
                  plan.changes.size());
+    sd_notify::ready("config reloaded");
 }
 
 }  // namespace
 
 int run(const std::string& path, config::config cfg) {
     setup_logging(cfg);
+    assign_ports(cfg);
     runtime rt(path, std::move(cfg));
     return rt.run();
 }

@@ -47,6 +47,8 @@ void disk_tier::open_indexes(const config::config& cfg) {
     for (const auto& b : cfg.backends) {
         if (b.retired || b.slot_save_path.empty() || indexes_.count(b.slot_save_path)) continue;
         const std::filesystem::path dir(b.slot_save_path);
+        // warmslot makes the directory of a backend it starts; another's is the user's to make.
+        if (b.supervised()) std::filesystem::create_directories(dir);
         indexes_[b.slot_save_path] =
             std::make_unique<cache::index>(dir / "warmslot-index.sqlite", dir);
     }

@@ -157,6 +157,13 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     if (body && body->contains("model") && (*body)["model"].is_string() && reg_.multi_model()) {
         model = (*body)["model"].get<std::string>();
     }
+    if (starter_) {
+        std::string wanted;
+        if (body && body->contains("model") && (*body)["model"].is_string()) {
+            wanted = (*body)["model"].get<std::string>();
+        }
+        co_await starter_->wake(cfg, std::move(wanted));
+    }
     const std::uint64_t bytes = fp ? fp->total_bytes : ex.request.body().size();
     auto t = reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now());
     if (t.p.backend < 0 && t.p.unknown_model) {
@@ -183,6 +190,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             const auto& b = cfg.backends[i];
             const bool planned = t.p.backend >= 0 && i == chosen;
             if (!planned && b.retired) continue;  // removed by a reload: draining
+            if (starter_) starter_->used(static_cast<int>(i));
             const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
             if (slot && disk_ && fp && kind == routing::request_kind::chat && body) {
                 out.disk = co_await disk_->prepare(pool, t, *fp, *body);

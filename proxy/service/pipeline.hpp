@@ -46,12 +46,24 @@ struct rejection {
     std::string message;
 };
 
+// Starts supervised backends that are stopped (app/supervisor); optional.
+class starter {
+public:
+    virtual ~starter() = default;
+    // Before a request is planned: starts the stopped on-demand backends that could serve
+    // `model` and waits, within their start_timeout, until one of them is healthy.
+    virtual awaitable<void> wake(const config::config& cfg, std::string model) = 0;
+    // A request was placed on `backend` (for idle_stop).
+    virtual void used(int backend) = 0;
+};
+
 class pipeline {
 public:
     // `disk` may be null (no disk tier).
     pipeline(const config::source& src, http_server::workers& w, routing::registry& reg,
              disk_tier* disk = nullptr);
     awaitable<void> handle(http_server::exchange& ex);
+    void set_starter(starter* s) { starter_ = s; }  // before serving
 
 private:
     awaitable<void> dispatch(http_server::exchange& ex, outcome& out);
@@ -73,6 +85,7 @@ private:
     const config::source& src_;
     routing::registry& reg_;
     disk_tier* disk_;
+    starter* starter_ = nullptr;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
 };
 

@@ -10,8 +10,11 @@ export function warmslotBin() {
 export function yamlConfig({ backends, apiKeys = [], extra = '' }) {
   const lines = ['listen: 127.0.0.1:0', 'backends:'];
   for (const b of backends) {
-    lines.push(`  - name: ${b.name}`, `    url: ${b.url}`);
+    lines.push(`  - name: ${b.name}`);
+    // A supervised backend gives its argv (a YAML flow list of JSON strings) instead of a url.
+    lines.push(b.command ? `    command: ${JSON.stringify(b.command)}` : `    url: ${b.url}`);
     if (b.slotSaveDir) lines.push(`    slot_save_path: ${b.slotSaveDir}`);
+    for (const l of b.lines ?? []) lines.push(`    ${l}`);
   }
   if (apiKeys.length) {
     lines.push('api_keys:');
@@ -21,7 +24,7 @@ export function yamlConfig({ backends, apiKeys = [], extra = '' }) {
   return `${lines.join('\n')}\n${extra}`;
 }
 
-// backends: [{ name, url }]. Returns { url, port, proc, stop, configFile, logFile }.
+// backends: [{ name, url | command, slotSaveDir?, lines? }]. Returns { url, port, proc, stop, configFile, logFile }.
 export async function startWarmslot({ backends, apiKeys, extra, env } = {}) {
   const dir = tempDir('warmslot');
   const configFile = path.join(dir, 'warmslot.yaml');

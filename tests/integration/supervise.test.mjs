@@ -1,0 +1,137 @@
+// Supervised backends: warmslot starts llama-server itself (`command:`), restarts it when it
+// dies, starts it on demand, stops it when idle, and saves its valuable slots before every stop.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { getJson, llamaServerBin, modelPath, postJson } from './lib/llama.mjs';
+import { tempDir, waitFor } from './lib/procs.mjs';
+import { startWarmslot } from './lib/warmslot.mjs';
+import { chat, makeDocument } from './lib/text.mjs';
+
+const command = () => [llamaServerBin(), '-m', modelPath('llama'), '-c', '32768', '-np', '2', '-t', '2'];
+const logText = (ws) => fs.readFileSync(ws.logFile, 'utf8');
+const pids = (ws) => [...logText(ws).matchAll(/started llama-server \(pid (\d+)\)/g)].map((m) => Number(m[1]));
+const snapshotFiles = (dir) => (fs.existsSync(dir) ? fs.readdirSync(dir) : []).filter((f) => /^ws-.*\.bin$/.test(f));
+const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+
+function settings(cacheDir, extra = '') {
+  return `routing:\n  reconcile_interval: 100ms\ncache:\n  dir: ${cacheDir}\n  min_prefix_tokens: 1024\n${extra}`;
+}
+
+async function ask(ws, system, question) {
+  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(system, question));
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return { disk: r.headers.get('x-warmslot-disk') ?? '', processed: r.body.timings.prompt_n };
+}
+
+async function questionTokens(ws, q) {
+  const r = await postJson(`${ws.url}/tokenize`, {
+    content: `<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`, parse_special: true,
+  });
+  return r.body.tokens.length;
+}
+
+async function routed(ws) {
+  await waitFor('the supervised backend to be routed', async () => {
+    const h = await getJson(`${ws.url}/health`);
+    return h.body.backends?.[0]?.status === 'ok' && h.body.backends[0].routing;
+  }, 120000, 100);
+}
+
+test('a supervised llama-server killed with SIGKILL is restarted, and a known document is restored', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('state');
+  const ws = await startWarmslot({ backends: [{ name: 'sup', command: command() }], extra: settings(cacheDir) });
+  let last = 0;
+  try {
+    await routed(ws);
+    const [pid] = pids(ws);
+    assert.ok(pid > 0 && alive(pid));
+    const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    for (const flag of ['--host', '--port', '--slot-save-path', '--metrics']) assert.ok(args.includes(flag), flag);
+    assert.equal(args[args.indexOf('--slot-save-path') + 1], path.join(cacheDir, 'slots', 'sup'));
+    assert.ok(fs.existsSync(path.join(cacheDir, 'logs', 'sup.log')));
+
+    const doc = makeDocument(500, 7000);
+    const first = await ask(ws, doc, 'What is on the first line?');
+    assert.match(first.disk, /^snapshot \d+ tokens$/);
+
+    process.kill(pid, 'SIGKILL');
+    await waitFor('the backend to be restarted', () => pids(ws).length === 2, 30000, 50);
+    last = pids(ws)[1];
+    assert.notEqual(last, pid);
+    assert.match(logText(ws), /backend sup: llama-server \(pid \d+\) killed by signal 9/);
+    await routed(ws);
+
+    const q = 'What is on the last line?';
+    const again = await ask(ws, doc, q);
+    assert.match(again.disk, /^restored \d+ tokens$/);
+    assert.ok(again.processed <= (await questionTokens(ws, q)) + 64, `processed ${again.processed}`);
+  } finally {
+    await ws.stop();
+  }
+  assert.equal(alive(last), false, 'the supervised llama-server stops with warmslot');
+});
+
+test('on demand: started by the first request, stopped when idle after a save, restored on the next', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('state');
+  const ws = await startWarmslot({
+    backends: [{ name: 'lazy', command: command(), lines: ['start: on_demand', 'idle_stop: 2s'] }],
+    // Below snapshot_after_uses the request path saves nothing: only the stop saves.
+    extra: settings(cacheDir, '  snapshot_after_uses: 5\n'),
+  });
+  const slotDir = path.join(cacheDir, 'slots', 'lazy');
+  try {
+    const h = await getJson(`${ws.url}/health`);
+    assert.equal(h.body.backends[0].status, 'unreachable');
+    assert.equal(pids(ws).length, 0, 'nothing started before a request');
+
+    const doc = makeDocument(501, 7000);
+    const first = await ask(ws, doc, 'What is on the first line?');
+    assert.equal(first.disk, '');
+    assert.equal(pids(ws).length, 1);
+    assert.equal(snapshotFiles(slotDir).length, 0);
+
+    await waitFor('the idle backend to stop', () => /stopped llama-server \(pid \d+, idle\)/.test(logText(ws)), 30000, 50);
+    assert.equal(alive(pids(ws)[0]), false);
+    assert.equal(snapshotFiles(slotDir).length, 1, 'its valuable slot was saved before the stop');
+
+    const q = 'What is on the last line?';
+    const again = await ask(ws, doc, q);
+    assert.equal(pids(ws).length, 2, 'started again on demand');
+    assert.match(again.disk, /^restored \d+ tokens$/);
+    assert.ok(again.processed <= (await questionTokens(ws, q)) + 64, `processed ${again.processed}`);
+  } finally {
+    await ws.stop();
+  }
+  for (const pid of pids(ws)) assert.equal(alive(pid), false);
+});
+
+test('SIGTERM saves the valuable slots of a supervised backend before stopping it', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('state');
+  const backends = [{ name: 'sup', command: command() }];
+  const extra = settings(cacheDir, '  snapshot_after_uses: 5\n');
+  const slotDir = path.join(cacheDir, 'slots', 'sup');
+  const doc = makeDocument(502, 7000);
+  let ws = await startWarmslot({ backends, extra });
+  try {
+    await routed(ws);
+    await ask(ws, doc, 'What is on the first line?');
+    assert.equal(snapshotFiles(slotDir).length, 0);
+  } finally {
+    await ws.stop();
+  }
+  assert.equal(snapshotFiles(slotDir).length, 1);
+  assert.equal(alive(pids(ws)[0]), false);
+
+  ws = await startWarmslot({ backends, extra });
+  try {
+    await routed(ws);
+    const q = 'What is in the middle?';
+    const r = await ask(ws, doc, q);
+    assert.match(r.disk, /^restored \d+ tokens$/);
+    assert.ok(r.processed <= (await questionTokens(ws, q)) + 64, `processed ${r.processed}`);
+  } finally {
+    await ws.stop();
+  }
+});
