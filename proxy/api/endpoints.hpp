@@ -13,6 +13,7 @@ enum class endpoint_kind {
     not_found,          // unknown path
     method_not_allowed, // known path, wrong method
     slot_action,        // POST /slots/...: warmslot's own tool, never exposed to clients
+    explain,            // POST /warmslot/explain: the rewritten request and the plan, not run
 };
 
 struct endpoint {

@@ -17,6 +17,7 @@
 
 #include "config/config.hpp"
 #include "http/server.hpp"
+#include "rewrite/rewrite.hpp"
 #include "routing/registry.hpp"
 #include "service/disk_tier.hpp"
 #include "upstream/pool.hpp"
@@ -35,6 +36,7 @@ struct outcome {
     std::string route;        // X-Warmslot-Route as sent
     std::optional<int> slot;  // pinned slot
     disk_action disk;         // what the disk tier did before the request ran
+    std::string rewrites;     // X-Warmslot-Rewrites as sent ("" when no rule applies)
 };
 
 struct forward_state;
@@ -58,6 +60,11 @@ private:
     awaitable<void> models(http_server::exchange& ex, outcome& out);
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
+    // Request rewriting (service/explain.cpp): rewrites a chat body in place before it is
+    // planned and forwarded; explain answers with the rewrite and the plan, runs nothing.
+    std::optional<rewrite::result> apply_rewrites(http_server::exchange& ex, nlohmann::json& body,
+                                                  outcome& out);
+    awaitable<void> explain(http_server::exchange& ex, outcome& out, nlohmann::json& body);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
     std::optional<rejection> check(const http::request<http::string_body>& req,
@@ -68,6 +75,7 @@ private:
     const config::config& cfg_;
     routing::registry& reg_;
     disk_tier* disk_;
+    rewrite::rewriter rewriter_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
 };
 
