@@ -48,7 +48,7 @@ class editor {
         if (!allowed_ || m_.knows(u.hash)) return u;
         auto original = find_original(u.text);
         if (!original || original->hash == u.hash) return u;
-        auto note = revision_note(original->text, u.text, "begins \"" + excerpt(original->text, 80) + "\"",
+        auto note = revision_note(original->text, u.text, "the document that begins \"" + excerpt(original->text, 80) + "\"",
                                   r_.settings.max_note_bytes);
         if (!note) return u;
         out_.notes.push_back(std::move(*note));

@@ -86,7 +86,7 @@ std::optional<std::string> revision_note(std::string_view original, std::string_
     }
     const std::size_t a_end = a.size() - tail;
     const std::size_t b_end = b.size() - tail;
-    std::string note = "<revision document=\"" + std::string(label) + "\">\n";
+    std::string note = "<revision>\nIn " + std::string(label) + ":\n";
     if (head == a_end) {
         note += "Insert after line " + std::to_string(head) + ":\n" + joined(b, head, b_end);
     } else {

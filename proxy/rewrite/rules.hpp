@@ -52,8 +52,9 @@ std::string take_volatile_lines(std::string_view text, const std::vector<std::re
                                 std::vector<std::string>& taken);
 
 // The revision note telling the model how `now` differs from `original` (one hunk: the lines
-// between the common leading and trailing lines). std::nullopt when the texts are equal or the
-// note would be longer than max_bytes.
+// between the common leading and trailing lines), `label` naming the document ("the document
+// that begins ..."). std::nullopt when the texts are equal or the note would be longer than
+// max_bytes.
 std::optional<std::string> revision_note(std::string_view original, std::string_view now,
                                          std::string_view label, std::size_t max_bytes);
 

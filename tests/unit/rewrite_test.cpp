@@ -301,12 +301,12 @@ TEST_CASE("rewrite: revision notes") {
     };
     const std::vector<row> rows = {
         {"a\nb\nc\n", "a\nB\nc\n",
-         "<revision document=\"d\">\nLine 2 now reads:\nB\ninstead of:\nb\n</revision>"},
-        {"a\nb\nc\n", "a\nb\nx\ny\nc\n", "<revision document=\"d\">\nInsert after line 2:\nx\ny\n</revision>"},
+         "<revision>\nIn d:\nLine 2 now reads:\nB\ninstead of:\nb\n</revision>"},
+        {"a\nb\nc\n", "a\nb\nx\ny\nc\n", "<revision>\nIn d:\nInsert after line 2:\nx\ny\n</revision>"},
         {"a\nb\nc\nd\n", "a\nd\n",
-         "<revision document=\"d\">\nLines 2-3 now read:\n(deleted)\ninstead of:\nb\nc\n</revision>"},
+         "<revision>\nIn d:\nLines 2-3 now read:\n(deleted)\ninstead of:\nb\nc\n</revision>"},
         {"一\n二\n三", "一\n弐\n三",
-         "<revision document=\"d\">\nLine 2 now reads:\n弐\ninstead of:\n二\n</revision>"},
+         "<revision>\nIn d:\nLine 2 now reads:\n弐\ninstead of:\n二\n</revision>"},
         {"same\n", "same\n", std::nullopt},
         {"a\n" + std::string(300, 'b') + "\nc\n", "a\n" + std::string(300, 'B') + "\nc\n", std::nullopt},  // too long
     };
@@ -354,7 +354,7 @@ TEST_CASE("rewrite: edits in the middle send the cached original and a revision 
             CHECK(user == "What changed?");
         } else {
             CHECK(system == r.original);
-            CHECK(user.starts_with("<revision document=\"begins "));
+            CHECK(user.starts_with("<revision>\nIn the document that begins \""));
             CHECK(user.ends_with("</revision>\n\nWhat changed?"));
             CHECK(user.find(r.mode == cfg::edit_mode::append && r.parts ? "変更された行です。"
                                                                          : "11.999 a changed line.") !=
