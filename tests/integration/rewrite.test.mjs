@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { getJson, postJson, startLlama } from './lib/llama.mjs';
-import { waitFor } from './lib/procs.mjs';
+import { freePort, waitFor } from './lib/procs.mjs';
 import { readSse, startWarmslot } from './lib/warmslot.mjs';
 import { makeDocument } from './lib/text.mjs';
 
@@ -166,5 +166,39 @@ test('retrieved documents in a new order reuse the cached ones', { timeout: 3000
     assert.ok(bdac.work <= dTokens + 600, `server computed ${bdac.work}, new document ${dTokens}`);
   } finally {
     await s.stop();
+  }
+});
+
+test('explain needs the API key and shows the rewrite without sending anything', { timeout: 60000 }, async () => {
+  const key = 'sk-rewrite-explain-key';
+  const ws = await startWarmslot({
+    backends: [{ name: 'down', url: `http://127.0.0.1:${await freePort()}` }], apiKeys: [key],
+    extra: 'rewrite:\n  models:\n    dated:\n      volatile_lines:\n        presets: [iso_timestamp]\n',
+  });
+  try {
+    const messages = [
+      { role: 'system', content: [{ type: 'text', text: 'あなたは港の案内係です。\n生成時刻 2026-11-29T23:59:59Z\n丁寧に答えてください。' }] },
+      { role: 'user', content: [{ type: 'text', text: '灯台はどこですか?' }] },
+    ];
+    const refused = await postJson(`${ws.url}/warmslot/explain`, { model: 'dated', ...body(messages) });
+    assert.equal(refused.status, 401);
+    assert.equal(refused.body.error.code, 401);
+    const auth = { authorization: `Bearer ${key}` };
+    const r = await postJson(`${ws.url}/warmslot/explain`, { model: 'dated', ...body(messages) }, auth);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.rewrites, ['volatile_lines=1']);
+    assert.equal(r.body.x_warmslot_rewrites, 'volatile_lines=1');
+    assert.deepEqual(r.body.request.messages[0].content, [{ type: 'text', text: 'あなたは港の案内係です。\n丁寧に答えてください。' }]);
+    assert.deepEqual(r.body.request.messages[1].content, [
+      { type: 'text', text: '<context moved-from="system prompt">\n生成時刻 2026-11-29T23:59:59Z\n</context>' },
+      { type: 'text', text: '灯台はどこですか?' },
+    ]);
+    assert.equal(typeof r.body.plan.route, 'string');
+    const other = await postJson(`${ws.url}/warmslot/explain`, { model: 'plain', ...body(messages) }, auth);
+    assert.equal(other.body.rewrites, null, 'no rule is on for this model');
+    assert.deepEqual(other.body.request.messages, messages);
+    assert.equal((await getJson(`${ws.url}/warmslot/explain`, { headers: auth })).status, 405);
+  } finally {
+    await ws.stop();
   }
 });
