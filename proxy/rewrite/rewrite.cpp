@@ -1,5 +1,7 @@
 #include "rewrite/rewrite.hpp"
 
+#include <algorithm>
+
 #include "rewrite/documents.hpp"
 #include "rewrite/text.hpp"
 
@@ -98,13 +100,20 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
     }
     const auto conversation = conversation_key(messages);
     std::size_t restored = 0;
+    std::vector<std::string> earlier;  // blocks given back to earlier turns
     for (std::size_t i = 0; i + 1 < messages.size(); ++i) {
         if (!has_role(messages[i], "user")) continue;
-        if (const auto note = mem.note(turn_key(conversation, i, client_content[i]))) {
+        if (auto note = mem.note(turn_key(conversation, i, client_content[i]))) {
             prepend(messages[i], *note);
+            earlier.push_back(std::move(*note));
             ++restored;
         }
     }
+    // A revision the conversation already told the model about is not told again.
+    std::erase_if(docs.notes, [&](const std::string& note) {
+        return std::any_of(earlier.begin(), earlier.end(),
+                           [&](const std::string& e) { return e.find(note) != std::string::npos; });
+    });
     const std::string block = turn_block(moved, docs.notes);
     if (final_user && !block.empty()) {
         const std::size_t last = messages.size() - 1;

@@ -6,9 +6,28 @@
 #include "api/endpoints.hpp"
 #include "routing/fingerprint.hpp"
 #include "service/pipeline.hpp"
+#include "util/log.hpp"
 
 namespace warmslot::service {
 namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+    static auto logger = util::module_logger("rewrite");
+    return logger;
+}
+
+// The rules never fail a request: a rule that throws (a regex over its complexity limit) leaves
+// the body as the client sent it.
+std::optional<rewrite::result> try_apply(const rewrite::rewriter& r, const nlohmann::json& body,
+                                         const std::string& request_id, bool& failed) {
+    try {
+        return r.apply(body);
+    } catch (const std::exception& e) {
+        log()->warn("req={} rewrite skipped: {}", request_id, e.what());
+        failed = true;
+        return std::nullopt;
+    }
+}
 
 bool is_chat_path(std::string_view target) {
     const auto path = api::path_of(target);
@@ -27,7 +46,9 @@ std::string model_of(const nlohmann::json& body) {
 std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& ex,
                                                         nlohmann::json& body, outcome& out) {
     if (!is_chat_path(std::string_view(ex.request.target()))) return std::nullopt;
-    auto r = rewriter_.apply(body);
+    bool failed = false;
+    auto r = try_apply(rewriter_, body, ex.id, failed);
+    if (failed) out.rewrites = "skipped";
     if (!r) return std::nullopt;
     out.rewrites = rewrite::describe(r->applied);
     if (r->changed()) {
@@ -41,11 +62,13 @@ std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& e
 awaitable<void> pipeline::explain(http_server::exchange& ex, outcome& out, nlohmann::json& body) {
     nlohmann::json report = nlohmann::json::object();
     nlohmann::json rewrites = nullptr;  // null: no rule is on for this model
-    if (auto r = rewriter_.apply(body)) {
+    bool failed = false;
+    if (auto r = try_apply(rewriter_, body, ex.id, failed)) {
         rewrites = r->applied;
         report["x_warmslot_rewrites"] = rewrite::describe(r->applied);
         body = std::move(r->body);
     }
+    if (failed) rewrites = "skipped";
     report["rewrites"] = std::move(rewrites);
     std::optional<routing::fingerprint> fp;
     if (cfg_.routing.enabled) {

@@ -409,3 +409,27 @@ TEST_CASE("rewrite: rules per model and bodies that are not chats") {
     CHECK_FALSE(r.apply(json{{"model", "dated"}, {"prompt", "Current time: 12:00"}}).has_value());
     CHECK(rw::describe(r.apply(json{{"model", "dated"}, {"messages", json::array({"not an object"})}})->applied) == "none");
 }
+
+TEST_CASE("rewrite: a revision note stays with the turn that first carried it") {
+    auto settings = document_rules(cfg::edit_mode::append);
+    settings.document_order = false;
+    const rw::compiled_rules rules(settings);
+    rw::memory mem(1 << 20);
+    const auto doc = document(31, 6000);
+    const auto edited = replace_middle_line(doc, "31.999 changed.");
+    send(rules, mem, chat({msg("system", doc), msg("user", "Q1")}));
+    const auto second = send(rules, mem, chat({msg("system", edited), msg("user", "Q2")}));
+    const std::string q2_sent = second.body["messages"][1]["content"];
+    CHECK(q2_sent.starts_with("<revision>"));
+    const auto third = send(rules, mem, chat({msg("system", edited), msg("user", "Q2"), msg("assistant", "A2"),
+                                              msg("user", "Q3")}));
+    CHECK(rw::describe(third.applied) == "edits_append=1, turn_notes=1");
+    CHECK(third.body["messages"][0]["content"] == doc);
+    CHECK(third.body["messages"][1]["content"] == q2_sent);  // the history as sent before
+    CHECK(third.body["messages"][3]["content"] == "Q3");     // no second copy of the note
+    // A further edit is told again, as a whole against the cached original.
+    const auto fourth = send(rules, mem, chat({msg("system", replace_middle_line(doc, "31.999 changed again.")),
+                                               msg("user", "Q2"), msg("assistant", "A2"), msg("user", "Q4")}));
+    const std::string q4 = fourth.body["messages"][3]["content"];
+    CHECK(q4.find("31.999 changed again.") != std::string::npos);
+}
