@@ -15,13 +15,14 @@ using nlohmann::json;
 std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 bool is_text_part(const json& part) {
-    return part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
-           part["text"].is_string();
+    return part.is_object() && part.contains("type") && part["type"] == "text" &&
+           part.contains("text") && part["text"].is_string();
 }
 
 std::string role_of(const json& m) {
-    return m.is_object() && m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>()
-                                                                        : "";
+    return m.is_object() && m.contains("role") && m["role"].is_string()
+               ? m["role"].get<std::string>()
+               : "";
 }
 
 const std::string* string_content(const json& m) {
@@ -48,8 +49,10 @@ class editor {
         if (!allowed_ || m_.knows(u.hash)) return u;
         auto original = find_original(u.text);
         if (!original || original->hash == u.hash) return u;
-        auto note = revision_note(original->text, u.text, "the document that begins \"" + excerpt(original->text, 80) + "\"",
-                                  r_.settings.max_note_bytes);
+        auto note =
+            revision_note(original->text, u.text,
+                          "the document that begins \"" + excerpt(original->text, 80) + "\"",
+                          r_.settings.max_note_bytes);
         if (!note) return u;
         out_.notes.push_back(std::move(*note));
         ++out_.edits;
@@ -140,8 +143,8 @@ bool rewrite_spans(std::string& text, std::uint64_t prefix, const std::string& r
         for (std::size_t k = i; k < j; ++k) {
             units.push_back(w.edit(text.substr(spans[k].first, spans[k].second - spans[k].first)));
         }
-        const auto key = group_key(prefix, role, group_kind::spans,
-                                   hash_combine(inner, hash_text(out)));
+        const auto key =
+            group_key(prefix, role, group_kind::spans, hash_combine(inner, hash_text(out)));
         const auto order = w.run(key, units);
         for (std::size_t k = i; k < j; ++k) {
             out += units[order[k - i]].text;
@@ -174,9 +177,11 @@ void rewrite_parts(json& parts, std::uint64_t prefix, const std::string& role, g
         }
         std::size_t j = i;
         std::vector<unit> units;
-        while (j < parts.size() && is_text_part(parts[j]) &&
-               parts[j]["text"].get_ref<const std::string&>().size() >= r.settings.document_min_bytes &&
-               delimited_spans(parts[j]["text"].get_ref<const std::string&>(), r.delimiters).empty()) {
+        while (
+            j < parts.size() && is_text_part(parts[j]) &&
+            parts[j]["text"].get_ref<const std::string&>().size() >=
+                r.settings.document_min_bytes &&
+            delimited_spans(parts[j]["text"].get_ref<const std::string&>(), r.delimiters).empty()) {
             units.push_back(w.edit(parts[j]["text"].get<std::string>()));
             ++j;
         }
@@ -210,11 +215,14 @@ std::vector<std::pair<std::size_t, std::size_t>> delimited_spans(
         std::size_t pos = 0;
         std::smatch begin;
         while (pos < text.size() &&
-               std::regex_search(text.cbegin() + static_cast<std::ptrdiff_t>(pos), text.cend(), begin, d.begin)) {
+               std::regex_search(text.cbegin() + static_cast<std::ptrdiff_t>(pos), text.cend(),
+                                 begin, d.begin)) {
             const auto start = pos + static_cast<std::size_t>(begin.position(0));
             const auto after = start + static_cast<std::size_t>(begin.length(0));
             std::smatch end;
-            if (!std::regex_search(text.cbegin() + static_cast<std::ptrdiff_t>(after), text.cend(), end, d.end)) break;
+            if (!std::regex_search(text.cbegin() + static_cast<std::ptrdiff_t>(after), text.cend(),
+                                   end, d.end))
+                break;
             const auto stop = after + static_cast<std::size_t>(end.position(0) + end.length(0));
             out.emplace_back(start, stop);
             pos = std::max(stop, start + 1);
@@ -230,7 +238,8 @@ std::vector<std::size_t> cached_first(const std::vector<std::uint64_t>& hashes,
     std::iota(order.begin(), order.end(), 0);
     const auto rank = [&](std::size_t i) {
         const auto it = std::find(cached.begin(), cached.end(), hashes[i]);
-        return it == cached.end() ? cached.size() + i : static_cast<std::size_t>(it - cached.begin());
+        return it == cached.end() ? cached.size() + i
+                                  : static_cast<std::size_t>(it - cached.begin());
     };
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return rank(a) < rank(b); });
@@ -248,7 +257,8 @@ document_outcome rewrite_documents(json& messages, const compiled_rules& rules, 
         if (message_document(m, rules)) {
             std::size_t j = i;
             std::vector<unit> units;
-            while (j < messages.size() && role_of(messages[j]) == role && message_document(messages[j], rules)) {
+            while (j < messages.size() && role_of(messages[j]) == role &&
+                   message_document(messages[j], rules)) {
                 units.push_back(w.edit(*string_content(messages[j])));
                 ++j;
             }

@@ -2,9 +2,8 @@
 // to the rewrite module; pure apart from the memory it reads.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

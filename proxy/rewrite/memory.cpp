@@ -11,7 +11,9 @@ constexpr std::uint64_t entry_overhead = 64;
 std::uint64_t cost(const stored_document& d) {
     return d.text.size() + d.id.size() + d.chunks.size() * (sizeof(chunk) + 8) + entry_overhead;
 }
-std::uint64_t cost(const std::vector<std::uint64_t>& order) { return order.size() * 8 + entry_overhead; }
+std::uint64_t cost(const std::vector<std::uint64_t>& order) {
+    return order.size() * 8 + entry_overhead;
+}
 std::uint64_t cost(const std::string& note) { return note.size() + entry_overhead; }
 
 }  // namespace
@@ -89,8 +91,10 @@ void memory::remember(const memory_update& u) {
     {
         std::lock_guard lock(mu_);
         for (auto& doc : fresh) {
-            if (auto it = docs_.find(doc->hash); it != docs_.end()) it->second.used = tick_locked();
-            else to_chunk.push_back(doc);
+            if (auto it = docs_.find(doc->hash); it != docs_.end())
+                it->second.used = tick_locked();
+            else
+                to_chunk.push_back(doc);
         }
     }
     for (auto& doc : to_chunk) {

@@ -47,7 +47,8 @@ class memory {
     std::shared_ptr<const stored_document> by_id(const std::string& id) const;
     // The remembered document most similar to `chunks`, if at least `threshold` similar.
     std::shared_ptr<const stored_document> most_similar(const std::vector<chunk>& chunks,
-                                                        std::uint64_t bytes, double threshold) const;
+                                                        std::uint64_t bytes,
+                                                        double threshold) const;
     std::optional<std::vector<std::uint64_t>> order(std::uint64_t prefix_key) const;
     std::optional<std::string> note(std::uint64_t turn_key) const;
 

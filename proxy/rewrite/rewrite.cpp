@@ -27,8 +27,8 @@ std::vector<std::string*> texts_of(json& m) {
     if (content.is_string()) out.push_back(&content.get_ref<std::string&>());
     if (!content.is_array()) return out;
     for (auto& part : content) {
-        if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
-            part["text"].is_string()) {
+        if (part.is_object() && part.contains("type") && part["type"] == "text" &&
+            part.contains("text") && part["text"].is_string()) {
             out.push_back(&part["text"].get_ref<std::string&>());
         }
     }
@@ -40,7 +40,8 @@ std::vector<std::string> take_volatile(json& messages, const compiled_rules& rul
     std::vector<std::string> taken;
     for (auto& m : messages) {
         if (!is_system(m)) break;
-        for (std::string* text : texts_of(m)) *text = take_volatile_lines(*text, rules.volatile_lines, taken);
+        for (std::string* text : texts_of(m))
+            *text = take_volatile_lines(*text, rules.volatile_lines, taken);
     }
     return taken;
 }
@@ -121,16 +122,19 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
         r.update.notes.emplace_back(turn_key(conversation, last, client_content[last]), block);
     }
     if (!moved.empty()) r.applied.push_back("volatile_lines=" + std::to_string(moved.size()));
-    if (docs.reordered_groups > 0) r.applied.push_back("document_order=" + std::to_string(docs.reordered_groups));
+    if (docs.reordered_groups > 0)
+        r.applied.push_back("document_order=" + std::to_string(docs.reordered_groups));
     if (docs.edits > 0) r.applied.push_back("edits_append=" + std::to_string(docs.edits));
     if (restored > 0) r.applied.push_back("turn_notes=" + std::to_string(restored));
     return r;
 }
 
 std::optional<result> rewriter::apply(const json& body) const {
-    if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array()) return std::nullopt;
-    const auto model = body.contains("model") && body["model"].is_string() ? body["model"].get<std::string>()
-                                                                            : std::string();
+    if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array())
+        return std::nullopt;
+    const auto model = body.contains("model") && body["model"].is_string()
+                           ? body["model"].get<std::string>()
+                           : std::string();
     const auto* rules = rules_.for_model(model);
     if (rules == nullptr) return std::nullopt;
     return rewrite_chat(*rules, memory_, body);

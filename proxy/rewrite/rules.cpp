@@ -66,8 +66,10 @@ std::string take_volatile_lines(std::string_view text, const std::vector<std::re
                 }
             }
         }
-        if (matches) taken.emplace_back(bare);
-        else kept += line;
+        if (matches)
+            taken.emplace_back(bare);
+        else
+            kept += line;
     }
     return kept;
 }
@@ -90,9 +92,9 @@ std::optional<std::string> revision_note(std::string_view original, std::string_
     if (head == a_end) {
         note += "Insert after line " + std::to_string(head) + ":\n" + joined(b, head, b_end);
     } else {
-        const std::string where = head + 1 == a_end
-                                      ? "Line " + std::to_string(head + 1)
-                                      : "Lines " + std::to_string(head + 1) + "-" + std::to_string(a_end);
+        const std::string where =
+            head + 1 == a_end ? "Line " + std::to_string(head + 1)
+                              : "Lines " + std::to_string(head + 1) + "-" + std::to_string(a_end);
         note += where + " now read" + (head + 1 == a_end ? "s" : "") + ":\n";
         note += b_end > head ? joined(b, head, b_end) : "(deleted)\n";
         note += "instead of:\n" + joined(a, head, a_end);

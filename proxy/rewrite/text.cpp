@@ -31,7 +31,9 @@ bool continuation(char c) noexcept { return (static_cast<unsigned char>(c) & 0xc
 
 }  // namespace
 
-std::uint64_t hash_text(std::string_view text) noexcept { return XXH3_64bits(text.data(), text.size()); }
+std::uint64_t hash_text(std::string_view text) noexcept {
+    return XXH3_64bits(text.data(), text.size());
+}
 
 std::uint64_t hash_combine(std::uint64_t a, std::uint64_t b) noexcept {
     const std::array<std::uint64_t, 2> both{a, b};
@@ -72,7 +74,8 @@ std::vector<chunk> content_chunks(std::string_view text) {
         h = (h << 1) + gear[static_cast<unsigned char>(text[i])];
         const std::size_t len = i + 1 - start;
         const bool at_char = i + 1 == text.size() || !continuation(text[i + 1]);
-        const bool cut = len >= chunk_min_bytes && ((h & boundary_mask) == 0 || len >= chunk_max_bytes);
+        const bool cut =
+            len >= chunk_min_bytes && ((h & boundary_mask) == 0 || len >= chunk_max_bytes);
         if (cut && at_char) {
             out.push_back({hash_text(text.substr(start, len)), static_cast<std::uint32_t>(len)});
             start = i + 1;

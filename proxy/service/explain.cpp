@@ -36,7 +36,7 @@ bool is_chat_path(std::string_view target) {
 
 std::string model_of(const nlohmann::json& body) {
     return body.contains("model") && body["model"].is_string() ? body["model"].get<std::string>()
-                                                                : std::string();
+                                                               : std::string();
 }
 
 }  // namespace
@@ -72,18 +72,22 @@ awaitable<void> pipeline::explain(http_server::exchange& ex, outcome& out, nlohm
     report["rewrites"] = std::move(rewrites);
     std::optional<routing::fingerprint> fp;
     if (cfg_.routing.enabled) {
-        if (body.contains("messages")) fp = routing::fingerprint_request(routing::request_kind::chat, body);
-        else if (body.contains("prompt")) fp = routing::fingerprint_request(routing::request_kind::completion, body);
+        if (body.contains("messages"))
+            fp = routing::fingerprint_request(routing::request_kind::chat, body);
+        else if (body.contains("prompt"))
+            fp = routing::fingerprint_request(routing::request_kind::completion, body);
     }
     const std::string model = reg_.multi_model() ? model_of(body) : std::string();
     const auto p = reg_.preview(fp ? &*fp : nullptr, model, routing::clock::now());
-    nlohmann::json plan = {{"route", std::string(routing::name(p.why))},
-                           {"backend", p.backend >= 0 ? nlohmann::json(cfg_.backends[static_cast<std::size_t>(p.backend)].name)
-                                                      : nlohmann::json(nullptr)},
-                           {"slot", p.slot ? nlohmann::json(*p.slot) : nlohmann::json(nullptr)},
-                           {"matched_levels", p.matched_levels},
-                           {"expected_cached_tokens", p.expected_cached_tokens},
-                           {"unknown_model", p.unknown_model}};
+    nlohmann::json plan = {
+        {"route", std::string(routing::name(p.why))},
+        {"backend", p.backend >= 0
+                        ? nlohmann::json(cfg_.backends[static_cast<std::size_t>(p.backend)].name)
+                        : nlohmann::json(nullptr)},
+        {"slot", p.slot ? nlohmann::json(*p.slot) : nlohmann::json(nullptr)},
+        {"matched_levels", p.matched_levels},
+        {"expected_cached_tokens", p.expected_cached_tokens},
+        {"unknown_model", p.unknown_model}};
     if (p.why == routing::route::miss_diverged) plan["diverged_at"] = p.diverged_at;
     if (fp) {
         plan["levels"] = fp->levels.size();

@@ -37,7 +37,11 @@ std::string replace_middle_line(const std::string& doc, const std::string& line)
 bool valid_utf8(const std::string& s) {
     for (std::size_t i = 0; i < s.size();) {
         const auto c = static_cast<unsigned char>(s[i]);
-        const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        const std::size_t n = c < 0x80         ? 1
+                              : (c >> 5) == 6  ? 2
+                              : (c >> 4) == 14 ? 3
+                              : (c >> 3) == 30 ? 4
+                                               : 0;
         if (n == 0 || i + n > s.size()) return false;
         for (std::size_t k = 1; k < n; ++k) {
             if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
@@ -48,7 +52,9 @@ bool valid_utf8(const std::string& s) {
 }
 
 json chat(json messages) { return json{{"model", "m"}, {"messages", std::move(messages)}}; }
-json msg(const std::string& role, json content) { return json{{"role", role}, {"content", std::move(content)}}; }
+json msg(const std::string& role, json content) {
+    return json{{"role", role}, {"content", std::move(content)}};
+}
 json part(const std::string& text) { return json{{"type", "text"}, {"text", text}}; }
 
 cfg::rewrite_rules volatile_rules() {
@@ -129,23 +135,28 @@ TEST_CASE("rewrite: volatile lines move from the system prompt into the final us
         std::string user_after;    // text of the final user message after the rewrite
         std::string applied;
     };
-    const std::string block = "<context moved-from=\"system prompt\">\nCurrent time: 12:00:01\n</context>";
+    const std::string block =
+        "<context moved-from=\"system prompt\">\nCurrent time: 12:00:01\n</context>";
     const std::vector<row> rows = {
         {"string contents",
-         chat({msg("system", "You are terse.\nCurrent time: 12:00:01\nAnswer in English."), msg("user", "Hi")}),
+         chat({msg("system", "You are terse.\nCurrent time: 12:00:01\nAnswer in English."),
+               msg("user", "Hi")}),
          "You are terse.\nAnswer in English.", block + "\n\nHi", "volatile_lines=1"},
         {"array-of-parts contents",
          chat({msg("system", json::array({part("You are terse.\nCurrent time: 12:00:01\n")})),
                msg("user", json::array({part("質問です。")}))}),
          "You are terse.\n", block + "質問です。", "volatile_lines=1"},
         {"Japanese system prompt",
-         chat({msg("system", "あなたは簡潔です。\nCurrent time: 12:00:01\n日本語で答えてください。"), msg("user", "こんにちは")}),
-         "あなたは簡潔です。\n日本語で答えてください。", block + "\n\nこんにちは", "volatile_lines=1"},
+         chat(
+             {msg("system", "あなたは簡潔です。\nCurrent time: 12:00:01\n日本語で答えてください。"),
+              msg("user", "こんにちは")}),
+         "あなたは簡潔です。\n日本語で答えてください。", block + "\n\nこんにちは",
+         "volatile_lines=1"},
         {"no final user turn: left alone",
          chat({msg("system", "Current time: 12:00:01"), msg("assistant", "Hello")}),
          "Current time: 12:00:01", "", "none"},
-        {"nothing volatile",
-         chat({msg("system", "You are terse."), msg("user", "Hi")}), "You are terse.", "Hi", "none"},
+        {"nothing volatile", chat({msg("system", "You are terse."), msg("user", "Hi")}),
+         "You are terse.", "Hi", "none"},
     };
     for (const auto& r : rows) {
         CAPTURE(r.name);
@@ -154,7 +165,8 @@ TEST_CASE("rewrite: volatile lines move from the system prompt into the final us
         CHECK(rw::describe(out.applied) == r.applied);
         const auto& messages = out.body["messages"];
         CHECK(text_of(messages[0]["content"]) == r.system_after);
-        if (messages.back()["role"] == "user") CHECK(text_of(messages.back()["content"]) == r.user_after);
+        if (messages.back()["role"] == "user")
+            CHECK(text_of(messages.back()["content"]) == r.user_after);
         CHECK(valid_utf8(out.body.dump()));
     }
 }
@@ -162,11 +174,14 @@ TEST_CASE("rewrite: volatile lines move from the system prompt into the final us
 TEST_CASE("rewrite: a user turn keeps its block when it becomes history") {
     const rw::compiled_rules rules(volatile_rules());
     rw::memory mem(1 << 20);
-    const auto system = [](const std::string& time) { return msg("system", "Be brief.\nCurrent time: " + time); };
+    const auto system = [](const std::string& time) {
+        return msg("system", "Be brief.\nCurrent time: " + time);
+    };
     const auto first = send(rules, mem, chat({system("12:00:01"), msg("user", "Q1")}));
     const std::string sent_q1 = first.body["messages"][1]["content"];
-    const auto second = send(rules, mem, chat({system("12:00:09"), msg("user", "Q1"), msg("assistant", "A1"),
-                                               msg("user", "Q2")}));
+    const auto second = send(
+        rules, mem,
+        chat({system("12:00:09"), msg("user", "Q1"), msg("assistant", "A1"), msg("user", "Q2")}));
     CHECK(rw::describe(second.applied) == "volatile_lines=1, turn_notes=1");
     const auto& m = second.body["messages"];
     CHECK(m[0]["content"] == first.body["messages"][0]["content"]);  // system prompt unchanged
@@ -191,7 +206,8 @@ TEST_CASE("rewrite: cached documents come first, in cached order") {
 }
 
 TEST_CASE("rewrite: document order for content parts, messages and delimited documents") {
-    const auto a = document(1, 400), b = document(2, 400), c = document(3, 400, true), d = document(4, 400);
+    const auto a = document(1, 400), b = document(2, 400), c = document(3, 400, true),
+               d = document(4, 400);
     struct row {
         std::string name;
         cfg::rewrite_rules rules;
@@ -219,7 +235,8 @@ TEST_CASE("rewrite: document order for content parts, messages and delimited doc
          },
          [](const json& body) {
              std::string out;
-             for (std::size_t i = 1; i + 2 < body["messages"].size(); ++i) out += body["messages"][i]["content"];
+             for (std::size_t i = 1; i + 2 < body["messages"].size(); ++i)
+                 out += body["messages"][i]["content"];
              return out;
          }},
         {"delimited in one text", delimited,
@@ -302,13 +319,15 @@ TEST_CASE("rewrite: revision notes") {
     const std::vector<row> rows = {
         {"a\nb\nc\n", "a\nB\nc\n",
          "<revision>\nIn d:\nLine 2 now reads:\nB\ninstead of:\nb\n</revision>"},
-        {"a\nb\nc\n", "a\nb\nx\ny\nc\n", "<revision>\nIn d:\nInsert after line 2:\nx\ny\n</revision>"},
+        {"a\nb\nc\n", "a\nb\nx\ny\nc\n",
+         "<revision>\nIn d:\nInsert after line 2:\nx\ny\n</revision>"},
         {"a\nb\nc\nd\n", "a\nd\n",
          "<revision>\nIn d:\nLines 2-3 now read:\n(deleted)\ninstead of:\nb\nc\n</revision>"},
         {"一\n二\n三", "一\n弐\n三",
          "<revision>\nIn d:\nLine 2 now reads:\n弐\ninstead of:\n二\n</revision>"},
         {"same\n", "same\n", std::nullopt},
-        {"a\n" + std::string(300, 'b') + "\nc\n", "a\n" + std::string(300, 'B') + "\nc\n", std::nullopt},  // too long
+        {"a\n" + std::string(300, 'b') + "\nc\n", "a\n" + std::string(300, 'B') + "\nc\n",
+         std::nullopt},  // too long
     };
     for (const auto& r : rows) {
         CAPTURE(r.now);
@@ -333,7 +352,8 @@ TEST_CASE("rewrite: edits in the middle send the cached original and a revision 
          replace_middle_line(doc_ja, "変更された行です。"), true, "edits_append=1"},
         {"reprocess (the default)", cfg::edit_mode::reprocess, doc,
          replace_middle_line(doc, "11.999 a changed line."), false, "none"},
-        {"append, but another document", cfg::edit_mode::append, doc, document(13, 6000), false, "none"},
+        {"append, but another document", cfg::edit_mode::append, doc, document(13, 6000), false,
+         "none"},
     };
     for (const auto& r : rows) {
         CAPTURE(r.name);
@@ -342,7 +362,8 @@ TEST_CASE("rewrite: edits in the middle send the cached original and a revision 
         const rw::compiled_rules rules(settings);
         rw::memory mem(1 << 20);
         const auto make = [&](const std::string& d, const std::string& q) {
-            return chat({msg("system", r.parts ? json::array({part(d)}) : json(d)), msg("user", q)});
+            return chat(
+                {msg("system", r.parts ? json::array({part(d)}) : json(d)), msg("user", q)});
         };
         send(rules, mem, make(r.original, "First question?"));
         const auto out = send(rules, mem, make(r.edited, "What changed?"));
@@ -356,9 +377,9 @@ TEST_CASE("rewrite: edits in the middle send the cached original and a revision 
             CHECK(system == r.original);
             CHECK(user.starts_with("<revision>\nIn the document that begins \""));
             CHECK(user.ends_with("</revision>\n\nWhat changed?"));
-            CHECK(user.find(r.mode == cfg::edit_mode::append && r.parts ? "変更された行です。"
-                                                                         : "11.999 a changed line.") !=
-                  std::string::npos);
+            CHECK(user.find(r.mode == cfg::edit_mode::append && r.parts
+                                ? "変更された行です。"
+                                : "11.999 a changed line.") != std::string::npos);
             CHECK(user.size() < 600);
             CHECK(valid_utf8(user));
         }
@@ -400,14 +421,17 @@ TEST_CASE("rewrite: rules per model and bodies that are not chats") {
     s.models.emplace_back("dated", volatile_rules());
     const rw::rewriter r(s);
     const auto body = [](const std::string& model) {
-        return json{{"model", model}, {"messages", {msg("system", "Current time: 12:00"), msg("user", "Q")}}};
+        return json{{"model", model},
+                    {"messages", {msg("system", "Current time: 12:00"), msg("user", "Q")}}};
     };
     CHECK_FALSE(r.apply(body("other")).has_value());  // defaults: every rule off
     const auto out = r.apply(body("dated"));
     REQUIRE(out.has_value());
     CHECK(rw::describe(out->applied) == "volatile_lines=1");
     CHECK_FALSE(r.apply(json{{"model", "dated"}, {"prompt", "Current time: 12:00"}}).has_value());
-    CHECK(rw::describe(r.apply(json{{"model", "dated"}, {"messages", json::array({"not an object"})}})->applied) == "none");
+    CHECK(
+        rw::describe(r.apply(json{{"model", "dated"}, {"messages", json::array({"not an object"})}})
+                         ->applied) == "none");
 }
 
 TEST_CASE("rewrite: a revision note stays with the turn that first carried it") {
@@ -421,15 +445,40 @@ TEST_CASE("rewrite: a revision note stays with the turn that first carried it") 
     const auto second = send(rules, mem, chat({msg("system", edited), msg("user", "Q2")}));
     const std::string q2_sent = second.body["messages"][1]["content"];
     CHECK(q2_sent.starts_with("<revision>"));
-    const auto third = send(rules, mem, chat({msg("system", edited), msg("user", "Q2"), msg("assistant", "A2"),
-                                              msg("user", "Q3")}));
+    const auto third = send(rules, mem,
+                            chat({msg("system", edited), msg("user", "Q2"), msg("assistant", "A2"),
+                                  msg("user", "Q3")}));
     CHECK(rw::describe(third.applied) == "edits_append=1, turn_notes=1");
     CHECK(third.body["messages"][0]["content"] == doc);
     CHECK(third.body["messages"][1]["content"] == q2_sent);  // the history as sent before
     CHECK(third.body["messages"][3]["content"] == "Q3");     // no second copy of the note
     // A further edit is told again, as a whole against the cached original.
-    const auto fourth = send(rules, mem, chat({msg("system", replace_middle_line(doc, "31.999 changed again.")),
-                                               msg("user", "Q2"), msg("assistant", "A2"), msg("user", "Q4")}));
+    const auto fourth = send(rules, mem,
+                             chat({msg("system", replace_middle_line(doc, "31.999 changed again.")),
+                                   msg("user", "Q2"), msg("assistant", "A2"), msg("user", "Q4")}));
     const std::string q4 = fourth.body["messages"][3]["content"];
     CHECK(q4.find("31.999 changed again.") != std::string::npos);
+}
+
+TEST_CASE("rewrite: odd shapes are left alone, never thrown on") {
+    auto settings = volatile_rules();
+    settings.document_min_bytes = 64;
+    settings.document_order = true;
+    settings.edits = cfg::edit_mode::append;
+    const rw::compiled_rules rules(settings);
+    rw::memory mem(1 << 20);
+    const std::vector<json> bodies = {
+        chat({msg("system", json::array({json{{"type", 7}, {"text", "Current time: 12:00"}}})),
+              msg("user", "Q")}),
+        chat({msg("system", json::array({json{{"type", "image_url"}, {"image_url", "x"}}, 5})),
+              msg("user", json(nullptr))}),
+        chat({json{{"role", "user"}}}),
+        chat({json{{"role", 3}, {"content", std::string(100, 'x')}}, msg("user", "Q")}),
+        chat(json::array()),
+        json{{"messages", "not a list"}},
+    };
+    for (const auto& b : bodies) {
+        CAPTURE(b.dump());
+        CHECK_NOTHROW(send(rules, mem, b));
+    }
 }
