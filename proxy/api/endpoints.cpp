@@ -39,6 +39,9 @@ endpoint classify(std::string_view method, std::string_view target) noexcept {
     if (path.starts_with("/admin/")) {
         return {post ? endpoint_kind::admin : endpoint_kind::method_not_allowed, true};
     }
+    if (path == "/warmslot/explain") {
+        return {post ? endpoint_kind::explain : endpoint_kind::method_not_allowed, true};
+    }
     if (path.starts_with("/slots/")) {
         return {endpoint_kind::slot_action, true};
     }

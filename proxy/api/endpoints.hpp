@@ -14,6 +14,7 @@ enum class endpoint_kind {
     method_not_allowed, // known path, wrong method
     slot_action,        // POST /slots/...: warmslot's own tool, never exposed to clients
     admin,              // POST /admin/...: warmslot's own admin calls (service/admin.cpp)
+    explain,            // POST /warmslot/explain: the rewritten request and the plan, not run
 };
 
 struct endpoint {

@@ -210,6 +210,7 @@ void runtime::reload(const char* why) {
     spdlog::set_level(spdlog::level::from_str(plan.next.log.level));
     src_.publish(std::make_shared<const config::config>(std::move(plan.next)));
     disk_.sync();
+    pipeline_.reconfigure(*src_.current());
     monitor_.start();
     supervisor_.sync();
     for (const auto& change : plan.changes) spdlog::info("config reload: {}", change);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace warmslot::config {
@@ -97,6 +98,38 @@ struct cache_settings {
     std::uint64_t snapshot_after_uses = 1;   // snapshot a prefix on its Nth use
 };
 
+// Request rewriting (see docs/rewriting.md and docs/config.md, "rewrite").
+enum class edit_mode { reprocess, append };
+
+struct document_delimiter {
+    std::string begin;  // ECMAScript regex: where a document starts (the match is part of it)
+    std::string end;    // ECMAScript regex: where it ends (the match is part of it)
+};
+
+// The rules for one model. Everything off by default: rewriting changes the model's input.
+struct rewrite_rules {
+    std::vector<std::string> volatile_presets;   // names, see volatile_preset()
+    std::vector<std::string> volatile_patterns;  // ECMAScript regexes, searched in each line
+    std::uint64_t document_min_bytes = 2048;     // a message or text part this long is a document
+    std::vector<document_delimiter> document_delimiters;
+    bool document_order = false;                 // cached documents first, in cached order
+    edit_mode edits = edit_mode::reprocess;
+    double edit_similarity = 0.8;                // share of a document's chunks left unchanged
+    std::string edit_id;                         // regex with one capture group: a document id
+    std::uint64_t max_note_bytes = 4096;         // a longer revision note: send the new text
+};
+
+struct rewrite_settings {
+    rewrite_rules defaults;
+    std::vector<std::pair<std::string, rewrite_rules>> models;  // by request "model" name
+    std::uint64_t memory = 64ull * 1024 * 1024;  // bytes of remembered documents
+    const rewrite_rules& for_model(std::string_view model) const;
+};
+
+// The regex a volatile-line preset stands for; std::nullopt for an unknown name.
+std::optional<std::string_view> volatile_preset(std::string_view name);
+std::vector<std::string_view> volatile_preset_names();
+
 struct log_settings {
     std::string level = "info";  // trace, debug, info, warn, error, off
     bool access = true;          // one access line per request
@@ -111,6 +144,7 @@ struct config {
     ::warmslot::config::timeouts timeouts;
     routing_settings routing;
     cache_settings cache;
+    rewrite_settings rewrite;
     log_settings log;
 };
 

@@ -64,6 +64,13 @@ class reader {
     routing_settings read_routing(const entry& e) const;
     cache_settings read_cache(const entry& e) const;
     std::string default_cache_dir() const;
+    rewrite_settings read_rewrite(const entry& e) const;
+    void read_rewrite_rules(const entry& e, rewrite_rules& out) const;
+    void read_volatile_lines(const entry& e, rewrite_rules& out) const;
+    void read_documents(const entry& e, rewrite_rules& out) const;
+    std::vector<document_delimiter> read_delimiters(const entry& e) const;
+    std::vector<std::string> read_list(const entry& e, std::string_view what) const;
+    std::string read_regex(const entry& e, unsigned min_groups) const;
 
     // backend.cpp
     std::vector<backend> read_backends(const entry& e) const;

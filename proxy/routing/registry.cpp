@@ -56,9 +56,25 @@ slot_view* registry::slot_of(backend_state& b, int id) {
     return &b.view.slots[static_cast<std::size_t>(id)];
 }
 
+plan registry::preview(const fingerprint* fp, std::string_view model,
+                       clock::time_point now) const {
+    std::lock_guard lock(mu_);
+    return plan_locked(fp, model, now, true);
+}
+
 ticket registry::reserve(const fingerprint* fp, std::string_view model,
                          std::uint64_t request_bytes, clock::time_point now, bool allow_wait) {
     std::lock_guard lock(mu_);
+    ticket t;
+    t.p = plan_locked(fp, model, now, allow_wait);
+    t.id = next_ticket_++;
+    t.request_bytes = request_bytes;
+    if (t.p.backend < 0) return t;
+    return reserve_locked(std::move(t), now);
+}
+
+plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
+                           bool allow_wait) const {
     std::vector<backend_view> views;
     views.reserve(backends_.size());
     // A busy slot frees up no sooner than this: a saving smaller than a short wait is not
@@ -88,14 +104,13 @@ ticket registry::reserve(const fingerprint* fp, std::string_view model,
     if (!allow_wait) in.settings.max_wait_seconds = 0;
     in.now = now;
     in.recently_evicted = &evicted_view_;
-    ticket t;
-    t.p = prefer_previous_backend(in, views, choose(in));
-    t.id = next_ticket_++;
-    t.request_bytes = request_bytes;
-    if (t.p.backend < 0) return t;
+    return prefer_previous_backend(in, views, choose(in));
+}
+
+ticket registry::reserve_locked(ticket t, clock::time_point now) {
     auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
     // Only what the slot does not hold yet has to be computed.
-    const double tokens = static_cast<double>(request_bytes) * b.view.tokens_per_byte;
+    const double tokens = static_cast<double>(t.request_bytes) * b.view.tokens_per_byte;
     const double rate = std::max(1.0, b.view.prefill_tokens_per_second);
     const auto cached = static_cast<double>(t.p.expected_cached_tokens);
     t.expected_prefill_seconds = std::max(0.0, tokens - cached) / rate;

@@ -68,6 +68,8 @@ public:
     // allow_wait false: never plan to wait for a busy slot (after a wait that gave up).
     ticket reserve(const fingerprint* fp, std::string_view model, std::uint64_t request_bytes,
                    clock::time_point now, bool allow_wait = true);
+    // What reserve would plan now, without reserving anything (POST /warmslot/explain).
+    plan preview(const fingerprint* fp, std::string_view model, clock::time_point now) const;
     // For a wait_hit ticket: takes the slot if it is idle now. False: still busy.
     bool try_take(ticket& t, clock::time_point now);
     // Gives up a reservation without a response (request failed before reaching the slot).
@@ -113,6 +115,9 @@ private:
         bool retired = false;                    // removed by a reload: never planned
     };
     void evicted(backend_state& b, const std::vector<prefix_level>& levels);
+    plan plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
+                     bool allow_wait) const;
+    ticket reserve_locked(ticket t, clock::time_point now);
     plan prefer_previous_backend(const plan_input& in, const std::vector<backend_view>& views,
                                  plan p) const;
     slot_view* slot_of(backend_state& b, int id);

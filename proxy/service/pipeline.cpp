@@ -31,7 +31,7 @@ std::string_view bearer_token(std::string_view header) {
 
 pipeline::pipeline(const config::source& src, http_server::workers& w, routing::registry& reg,
                    disk_tier* disk)
-    : src_(src), reg_(reg), disk_(disk) {
+    : src_(src), reg_(reg), disk_(disk), rewriter_(src.current()->rewrite) {
     for (std::size_t i = 0; i < w.size(); ++i) {
         pools_.push_back(std::make_unique<upstream::pool>(w.context(i).get_executor()));
     }
@@ -67,6 +67,7 @@ std::optional<rejection> pipeline::check(const config::config& cfg,
             return rejection{api::error_kind::method_not_allowed,
                              std::string(req.method_string()) + " is not allowed on " + path};
         case api::endpoint_kind::forward_json:
+        case api::endpoint_kind::explain:
             if (!body || body->is_discarded()) {
                 return rejection{api::error_kind::invalid_json, "request body is not valid JSON"};
             }
@@ -87,7 +88,7 @@ awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
     const auto ep = api::classify(std::string_view(ex.request.method_string()),
                                   std::string_view(ex.request.target()));
     nlohmann::json body;
-    if (ep.kind == api::endpoint_kind::forward_json) {
+    if (ep.kind == api::endpoint_kind::forward_json || ep.kind == api::endpoint_kind::explain) {
         body = nlohmann::json::parse(ex.request.body(), nullptr, false);
     }
     const auto path = api::path_of(std::string_view(ex.request.target()));
@@ -99,10 +100,16 @@ awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
         co_await metrics(ex, out);
     } else if (ep.kind == api::endpoint_kind::admin) {
         co_await admin(ex, out);
+    } else if (ep.kind == api::endpoint_kind::explain) {
+        co_await explain(ex, out, body);
     } else if ((path == "/v1/models" || path == "/models") && config::active_backends(*out.cfg) > 1) {
         co_await models(ex, out);
     } else {
-        co_await forward(ex, out, ep.kind == api::endpoint_kind::forward_json ? &body : nullptr);
+        const bool json_body = ep.kind == api::endpoint_kind::forward_json;
+        std::optional<rewrite::result> rewritten;
+        if (json_body) rewritten = apply_rewrites(ex, body, out);
+        co_await forward(ex, out, json_body ? &body : nullptr);
+        if (rewritten && out.status == 200 && !out.client_gone) rewriter_.remember(*rewritten);
     }
 }
 
@@ -132,12 +139,14 @@ void pipeline::log_access(const http_server::exchange& ex, const outcome& out, d
     if (out.stats) cache = fmt::format("cached={} processed={}", out.stats->cached,
                                        out.stats->processed);
     const auto disk = describe(out.disk);
-    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{} {} bytes={} ms={:.1f}{}{}",
+    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{}{} {} bytes={} ms={:.1f}{}{}",
                        ex.id, std::string_view(req.method_string()), std::string_view(req.target()),
                        out.status, out.backend.empty() ? "-" : out.backend,
                        out.slot ? std::to_string(*out.slot) : "-",
                        out.route.empty() ? "-" : out.route,
-                       disk.empty() ? "" : " disk=\"" + disk + "\"", cache, out.bytes_out, ms,
+                       disk.empty() ? "" : " disk=\"" + disk + "\"",
+                       out.rewrites.empty() ? "" : " rewrites=\"" + out.rewrites + "\"", cache,
+                       out.bytes_out, ms,
                        out.error ? fmt::format(" error={}", api::name(*out.error)) : "",
                        out.client_gone ? " client_gone" : "");
 }

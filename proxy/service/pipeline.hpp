@@ -18,6 +18,7 @@
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "http/server.hpp"
+#include "rewrite/rewrite.hpp"
 #include "routing/registry.hpp"
 #include "service/disk_tier.hpp"
 #include "upstream/pool.hpp"
@@ -37,6 +38,7 @@ struct outcome {
     std::string route;        // X-Warmslot-Route as sent
     std::optional<int> slot;  // pinned slot
     disk_action disk;         // what the disk tier did before the request ran
+    std::string rewrites;     // X-Warmslot-Rewrites as sent ("" when no rule applies)
 };
 
 struct forward_state;
@@ -64,6 +66,8 @@ public:
              disk_tier* disk = nullptr);
     awaitable<void> handle(http_server::exchange& ex);
     void set_starter(starter* s) { starter_ = s; }  // before serving
+    // A config reload: the rewrite rules of the new snapshot apply to the next requests.
+    void reconfigure(const config::config& cfg) { rewriter_.set_rules(cfg.rewrite); }
 
 private:
     awaitable<void> dispatch(http_server::exchange& ex, outcome& out);
@@ -74,6 +78,11 @@ private:
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
     awaitable<void> admin(http_server::exchange& ex, outcome& out);  // service/admin.cpp
+    // Request rewriting (service/explain.cpp): rewrites a chat body in place before it is
+    // planned and forwarded; explain answers with the rewrite and the plan, runs nothing.
+    std::optional<rewrite::result> apply_rewrites(http_server::exchange& ex, nlohmann::json& body,
+                                                  outcome& out);
+    awaitable<void> explain(http_server::exchange& ex, outcome& out, nlohmann::json& body);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
     std::optional<rejection> check(const config::config& cfg,
@@ -86,6 +95,7 @@ private:
     routing::registry& reg_;
     disk_tier* disk_;
     starter* starter_ = nullptr;
+    rewrite::rewriter rewriter_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
 };
 

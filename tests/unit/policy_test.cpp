@@ -34,6 +34,7 @@ std::string_view kind_name(endpoint_kind k) {
         case endpoint_kind::method_not_allowed: return "method_not_allowed";
         case endpoint_kind::slot_action: return "slot_action";
         case endpoint_kind::admin: return "admin";
+        case endpoint_kind::explain: return "explain";
     }
     return "?";
 }
@@ -66,6 +67,13 @@ TEST_CASE("classify: every JSON endpoint is forwarded on POST only") {
         }
     }
     check_routes(cases);
+}
+
+TEST_CASE("classify: POST /warmslot/explain is warmslot's own, behind the API key") {
+    check_routes({{"POST", "/warmslot/explain", endpoint_kind::explain, true},
+                  {"POST", "/warmslot/explain?x=1", endpoint_kind::explain, true},
+                  {"GET", "/warmslot/explain", endpoint_kind::method_not_allowed, true},
+                  {"POST", "/warmslot/other", endpoint_kind::not_found, true}});
 }
 
 TEST_CASE("classify: every GET endpoint is forwarded on GET only") {

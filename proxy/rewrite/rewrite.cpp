@@ -1,0 +1,151 @@
+#include "rewrite/rewrite.hpp"
+
+#include <algorithm>
+
+#include "rewrite/documents.hpp"
+#include "rewrite/text.hpp"
+
+namespace warmslot::rewrite {
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+bool has_role(const json& m, std::string_view role) {
+    return m.is_object() && m.contains("role") && m["role"].is_string() &&
+           m["role"].get_ref<const std::string&>() == role;
+}
+
+bool is_system(const json& m) { return has_role(m, "system") || has_role(m, "developer"); }
+
+// The texts of a message: its string content, or the text of each text part.
+std::vector<std::string*> texts_of(json& m) {
+    std::vector<std::string*> out;
+    if (!m.is_object() || !m.contains("content")) return out;
+    auto& content = m["content"];
+    if (content.is_string()) out.push_back(&content.get_ref<std::string&>());
+    if (!content.is_array()) return out;
+    for (auto& part : content) {
+        if (part.is_object() && part.contains("type") && part["type"] == "text" &&
+            part.contains("text") && part["text"].is_string()) {
+            out.push_back(&part["text"].get_ref<std::string&>());
+        }
+    }
+    return out;
+}
+
+// Volatile lines of the leading system messages, taken out of them.
+std::vector<std::string> take_volatile(json& messages, const compiled_rules& rules) {
+    std::vector<std::string> taken;
+    for (auto& m : messages) {
+        if (!is_system(m)) break;
+        for (std::string* text : texts_of(m))
+            *text = take_volatile_lines(*text, rules.volatile_lines, taken);
+    }
+    return taken;
+}
+
+// Puts `block` at the start of a user message: before a string content, or as a first text part.
+void prepend(json& message, const std::string& block) {
+    auto& content = message["content"];
+    if (content.is_string()) {
+        content = block + "\n\n" + content.get<std::string>();
+    } else if (content.is_array()) {
+        content.insert(content.begin(), json{{"type", "text"}, {"text", block}});
+    } else {
+        content = block;
+    }
+}
+
+// Identifies a user turn across requests: the system prompt as sent, its position, its content
+// as the client sent it.
+std::uint64_t turn_key(std::uint64_t conversation, std::size_t index, const std::string& content) {
+    return hash_combine(hash_combine(conversation, index), hash_text(content));
+}
+
+std::uint64_t conversation_key(const json& messages) {
+    std::uint64_t k = hash_text("warmslot-turns-1");
+    for (const auto& m : messages) {
+        if (!is_system(m)) break;
+        k = hash_combine(k, hash_text(dump(m)));
+    }
+    return k;
+}
+
+}  // namespace
+
+result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& body) {
+    result r{body, {}, {}};
+    if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array()) return r;
+    auto& messages = r.body["messages"];
+    if (messages.empty()) return r;
+    for (const auto& m : messages) {
+        if (!m.is_object()) return r;
+    }
+    const bool final_user = has_role(messages.back(), "user");
+
+    std::vector<std::string> moved;
+    if (final_user && rules.volatile_enabled()) moved = take_volatile(messages, rules);
+    // User turns as the client sent them: what identifies them in later requests.
+    std::vector<std::string> client_content(messages.size());
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+        if (has_role(messages[i], "user") && messages[i].contains("content")) {
+            client_content[i] = dump(messages[i]["content"]);
+        }
+    }
+    detail::document_outcome docs;
+    if (rules.documents_enabled()) {
+        // Revision notes need a final user turn to go to.
+        docs = detail::rewrite_documents(messages, rules, mem, r.update, final_user);
+    }
+    const auto conversation = conversation_key(messages);
+    std::size_t restored = 0;
+    std::vector<std::string> earlier;  // blocks given back to earlier turns
+    for (std::size_t i = 0; i + 1 < messages.size(); ++i) {
+        if (!has_role(messages[i], "user")) continue;
+        if (auto note = mem.note(turn_key(conversation, i, client_content[i]))) {
+            prepend(messages[i], *note);
+            earlier.push_back(std::move(*note));
+            ++restored;
+        }
+    }
+    // A revision the conversation already told the model about is not told again.
+    std::erase_if(docs.notes, [&](const std::string& note) {
+        return std::any_of(earlier.begin(), earlier.end(),
+                           [&](const std::string& e) { return e.find(note) != std::string::npos; });
+    });
+    const std::string block = turn_block(moved, docs.notes);
+    if (final_user && !block.empty()) {
+        const std::size_t last = messages.size() - 1;
+        prepend(messages[last], block);
+        r.update.notes.emplace_back(turn_key(conversation, last, client_content[last]), block);
+    }
+    if (!moved.empty()) r.applied.push_back("volatile_lines=" + std::to_string(moved.size()));
+    if (docs.reordered_groups > 0)
+        r.applied.push_back("document_order=" + std::to_string(docs.reordered_groups));
+    if (docs.edits > 0) r.applied.push_back("edits_append=" + std::to_string(docs.edits));
+    if (restored > 0) r.applied.push_back("turn_notes=" + std::to_string(restored));
+    return r;
+}
+
+std::optional<result> rewriter::apply(const json& body) const {
+    if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array())
+        return std::nullopt;
+    const auto model = body.contains("model") && body["model"].is_string()
+                           ? body["model"].get<std::string>()
+                           : std::string();
+    const auto book = rules();
+    const auto* rules = book->for_model(model);
+    if (rules == nullptr) return std::nullopt;
+    return rewrite_chat(*rules, memory_, body);
+}
+
+std::string describe(const std::vector<std::string>& applied) {
+    if (applied.empty()) return "none";
+    std::string out;
+    for (const auto& a : applied) out += (out.empty() ? "" : ", ") + a;
+    return out;
+}
+
+}  // namespace warmslot::rewrite

@@ -1,0 +1,66 @@
+// Append-only rewriting of chat requests: the rules that keep what a server already processed a
+// prefix of the next prompt (see docs/rewriting.md). Pure apart from the memory it reads.
+//
+//   volatile lines  lines of the system prompt that change on every request (dates, ids) move
+//                   into the final user turn, inside a marked <context> block;
+//   document order  documents seen before after the same prefix come first, in the order they
+//                   were sent then; new ones follow;
+//   edits (append)  a document that revises one sent before is sent as that original, and a
+//                   <revision> note with the changed lines goes into the final user turn;
+//   turn notes      a user turn that got such a block keeps it when it becomes history.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rewrite/memory.hpp"
+#include "rewrite/rules.hpp"
+
+namespace warmslot::rewrite {
+
+struct result {
+    nlohmann::json body;               // what to send (a copy of the input when nothing applied)
+    std::vector<std::string> applied;  // "volatile_lines=2", "document_order=1", ...
+    memory_update update;              // to remember once the request succeeded
+    bool changed() const { return !applied.empty(); }
+};
+
+// Applies `rules` to a chat body ({"messages": [...]}); any other body comes back unchanged.
+result rewrite_chat(const compiled_rules& rules, const memory& mem, const nlohmann::json& body);
+
+// The X-Warmslot-Rewrites value: the applied rules joined with ", ", or "none".
+std::string describe(const std::vector<std::string>& applied);
+
+// The rules of every model and the memory they share: what the request path holds.
+// Thread-safe: the rules are immutable and the memory locks.
+class rewriter {
+  public:
+    explicit rewriter(const config::rewrite_settings& s)
+        : rules_(std::make_shared<const rule_book>(s)), memory_(s.memory) {}
+    // A config reload: new rules from now on (the memory and its size stay). Thread-safe.
+    void set_rules(const config::rewrite_settings& s) {
+        auto next = std::make_shared<const rule_book>(s);
+        std::lock_guard lock(mu_);
+        rules_ = std::move(next);
+    }
+    // std::nullopt when no rule is on for the body's "model" or it is not a chat body.
+    std::optional<result> apply(const nlohmann::json& body) const;
+    // After the rewritten request succeeded: the server now holds what was sent.
+    void remember(const result& r) { memory_.remember(r.update); }
+    const memory& remembered() const { return memory_; }
+
+  private:
+    std::shared_ptr<const rule_book> rules() const {
+        std::lock_guard lock(mu_);
+        return rules_;
+    }
+    mutable std::mutex mu_;
+    std::shared_ptr<const rule_book> rules_;
+    memory memory_;
+};
+
+}  // namespace warmslot::rewrite

@@ -1,0 +1,107 @@
+// Request rewriting in the request path, and POST /warmslot/explain: the same body as a real
+// call, answered with the rewritten request and the planner's decision; nothing is run and no
+// slot is reserved.
+#include <nlohmann/json.hpp>
+
+#include "api/endpoints.hpp"
+#include "routing/fingerprint.hpp"
+#include "service/pipeline.hpp"
+#include "util/log.hpp"
+
+namespace warmslot::service {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+    static auto logger = util::module_logger("rewrite");
+    return logger;
+}
+
+// The rules never fail a request: a rule that throws (a regex over its complexity limit) leaves
+// the body as the client sent it.
+std::optional<rewrite::result> try_apply(const rewrite::rewriter& r, const nlohmann::json& body,
+                                         const std::string& request_id, bool& failed) {
+    try {
+        return r.apply(body);
+    } catch (const std::exception& e) {
+        log()->warn("req={} rewrite skipped: {}", request_id, e.what());
+        failed = true;
+        return std::nullopt;
+    }
+}
+
+bool is_chat_path(std::string_view target) {
+    const auto path = api::path_of(target);
+    return path == "/v1/chat/completions" || path == "/chat/completions";
+}
+
+std::string model_of(const nlohmann::json& body) {
+    return body.contains("model") && body["model"].is_string() ? body["model"].get<std::string>()
+                                                               : std::string();
+}
+
+}  // namespace
+
+// The rewritten body replaces the client's, so the fingerprint, the plan, the disk tier and the
+// backend all see the request as it is sent.
+std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& ex,
+                                                        nlohmann::json& body, outcome& out) {
+    if (!is_chat_path(std::string_view(ex.request.target()))) return std::nullopt;
+    bool failed = false;
+    auto r = try_apply(rewriter_, body, ex.id, failed);
+    if (failed) out.rewrites = "skipped";
+    if (!r) return std::nullopt;
+    out.rewrites = rewrite::describe(r->applied);
+    if (r->changed()) {
+        body = std::move(r->body);
+        ex.request.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+    r->body = nullptr;  // only the memory update is kept until the answer
+    return r;
+}
+
+awaitable<void> pipeline::explain(http_server::exchange& ex, outcome& out, nlohmann::json& body) {
+    const auto& cfg = *out.cfg;
+    nlohmann::json report = nlohmann::json::object();
+    nlohmann::json rewrites = nullptr;  // null: no rule is on for this model
+    bool failed = false;
+    if (auto r = try_apply(rewriter_, body, ex.id, failed)) {
+        rewrites = r->applied;
+        report["x_warmslot_rewrites"] = rewrite::describe(r->applied);
+        body = std::move(r->body);
+    }
+    if (failed) rewrites = "skipped";
+    report["rewrites"] = std::move(rewrites);
+    std::optional<routing::fingerprint> fp;
+    if (cfg.routing.enabled) {
+        if (body.contains("messages"))
+            fp = routing::fingerprint_request(routing::request_kind::chat, body);
+        else if (body.contains("prompt"))
+            fp = routing::fingerprint_request(routing::request_kind::completion, body);
+    }
+    const std::string model = reg_.multi_model() ? model_of(body) : std::string();
+    const auto p = reg_.preview(fp ? &*fp : nullptr, model, routing::clock::now());
+    nlohmann::json plan = {
+        {"route", std::string(routing::name(p.why))},
+        {"backend", p.backend >= 0
+                        ? nlohmann::json(cfg.backends[static_cast<std::size_t>(p.backend)].name)
+                        : nlohmann::json(nullptr)},
+        {"slot", p.slot ? nlohmann::json(*p.slot) : nlohmann::json(nullptr)},
+        {"matched_levels", p.matched_levels},
+        {"expected_cached_tokens", p.expected_cached_tokens},
+        {"unknown_model", p.unknown_model}};
+    if (p.why == routing::route::miss_diverged) plan["diverged_at"] = p.diverged_at;
+    if (fp) {
+        plan["levels"] = fp->levels.size();
+        plan["stable_levels"] = fp->stable_levels;
+        plan["bytes"] = fp->total_bytes;
+    }
+    report["plan"] = std::move(plan);
+    report["request"] = std::move(body);
+    out.status = 200;
+    auto ec = co_await http_server::write_json(
+        *ex.client, 200, report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        ex.keep_alive, ex.id, cfg.timeouts.stream_idle);
+    if (ec) ex.keep_alive = false;
+}
+
+}  // namespace warmslot::service
