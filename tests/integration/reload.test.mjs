@@ -29,7 +29,7 @@ const logText = (ws) => fs.readFileSync(ws.logFile, 'utf8');
 const count = (text, needle) => text.split(needle).length - 1;
 
 // A long stream: generation ignores end-of-sequence, so it runs until max_tokens.
-async function openStream(ws, key, maxTokens = 1200) {
+async function openStream(ws, key, maxTokens = 3000) {
   const res = await fetch(`${ws.url}/v1/chat/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json', ...bearer(key) },
     body: JSON.stringify({
@@ -116,7 +116,7 @@ test('an invalid edit is rejected with file, line and key, and the running confi
 test('SIGTERM with streams in flight: no new connections, the streams finish, exit 0', async () => {
   const ws = await startWarmslot({ backends: [{ name: 'first', url: first.url }], apiKeys: [keyOld],
     extra: 'timeouts:\n  shutdown_grace: 60s\n' });
-  const streams = await Promise.all([openStream(ws, keyOld, 400), openStream(ws, keyOld, 400)]);
+  const streams = await Promise.all([openStream(ws, keyOld, 2000), openStream(ws, keyOld, 2000)]);
   ws.proc.child.kill('SIGTERM');
   await waitFor('warmslot to stop accepting', async () => {
     const r = await fetch(`${ws.url}/health`).catch(() => null);
@@ -130,4 +130,20 @@ test('SIGTERM with streams in flight: no new connections, the streams finish, ex
   }
   assert.deepEqual(await ws.proc.exited, { code: 0, signal: null });
   await ws.stop().catch(() => {});
+});
+
+test('the config file is watched: an edit takes effect without a signal', async () => {
+  const ws = await startWarmslot({ backends: [{ name: 'first', url: first.url }], apiKeys: [keyOld] });
+  try {
+    // Editors save by writing a new file and renaming it over the old one.
+    const tmp = `${ws.configFile}.tmp`;
+    fs.writeFileSync(tmp, yamlConfig({ backends: [{ name: 'first', url: first.url }], apiKeys: [keyNew] }));
+    fs.renameSync(tmp, ws.configFile);
+    await waitFor('the watcher to reload', () => /config reloaded from .* \(file changed\)/.test(logText(ws)), 10000);
+    const served = await postJson(`${ws.url}/v1/chat/completions`,
+      { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }, bearer(keyNew));
+    assert.equal(served.status, 200);
+  } finally {
+    await ws.stop();
+  }
 });

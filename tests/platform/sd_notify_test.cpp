@@ -11,7 +11,12 @@
 #include <cstring>
 #include <string>
 
+#include "app/process.hpp"
 #include "helpers.hpp"
+
+#include <csignal>
+#include <fstream>
+#include <thread>
 
 namespace notify = warmslot::app::sd_notify;
 using warmslot::test::temp_dir;
@@ -110,4 +115,37 @@ TEST_CASE("sd_notify: an unusable NOTIFY_SOCKET is reported, not thrown") {
     ::setenv("NOTIFY_SOCKET", "vsock:2:1234", 1);
     CHECK(notify::ready().error == std::errc::address_family_not_supported);
     ::unsetenv("NOTIFY_SOCKET");
+}
+
+// The real binary under a fake systemd: READY once it serves, RELOADING then READY around a
+// SIGHUP reload, STOPPING on SIGTERM, then exit 0. ctest passes the binary in WARMSLOT_BIN.
+TEST_CASE("warmslot tells systemd when it is ready, reloading and stopping") {
+    const char* bin = std::getenv("WARMSLOT_BIN");
+    REQUIRE_MESSAGE(bin != nullptr, "set WARMSLOT_BIN to the warmslot binary");
+    const temp_dir dir("notify_run");
+    const std::string config = dir.file("warmslot.yaml");
+    std::ofstream(config) << "listen: 127.0.0.1:0\nbackends:\n  - name: b\n"
+                             "    url: http://127.0.0.1:9\nlog:\n  level: warn\n";
+    const fake_systemd systemd("@warmslot-notify-run-" + std::to_string(::getpid()));
+    warmslot::app::process_options opts;
+    opts.argv = {bin, "--config", config};
+    opts.log_path = dir.file("warmslot.log");
+    auto child = warmslot::app::start_process(opts);
+    const auto pid = static_cast<pid_t>(child->pid());
+
+    CHECK(systemd.receive().starts_with("READY=1\nSTATUS=listening on 127.0.0.1:"));
+    REQUIRE(::kill(pid, SIGHUP) == 0);
+    CHECK(systemd.receive().starts_with("RELOADING=1\nMONOTONIC_USEC="));
+    CHECK(systemd.receive() == "READY=1\nSTATUS=config reloaded");
+    REQUIRE(::kill(pid, SIGTERM) == 0);
+    CHECK(systemd.receive() == "STOPPING=1\nSTATUS=draining requests");
+
+    std::optional<warmslot::app::exit_status> ended;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!(ended = child->poll()) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    REQUIRE(ended.has_value());
+    CHECK(ended->exited);
+    CHECK(ended->code == 0);
 }
