@@ -41,12 +41,37 @@ function checkConfig(text) {
 
 const url = 'backends:\n  - name: a\n    url: http://127.0.0.1:8081\n';
 const cmd = (extra = '') => `backends:\n  - name: a\n    command: [llama-server, -m, /m.gguf]\n${extra}`;
+// A config whose rewrite.default block, or the block of model m, holds `yaml`.
+const rules = (yaml) => `${url}rewrite:\n  default:\n${yaml.replace(/^(?=.)/gm, '    ')}`;
+const modelRules = (yaml) => `${url}rewrite:\n  models:\n    m:\n${yaml.replace(/^(?=.)/gm, '      ')}`;
 
 // [what, yaml, valid]
 const cases = [
   ['minimal url backend', url, true],
   ['minimal command backend', cmd(), true],
-  ['every section empty', `${url}api_keys:\nlimits:\ntimeouts:\nrouting:\ncache:\nlog:\n`, true],
+  ['every section empty', `${url}api_keys:\nlimits:\ntimeouts:\nrouting:\ncache:\nrewrite:\nlog:\n`, true],
+  ['every rewrite block empty', `${rules('volatile_lines:\ndocuments:\n')}  models:\n    m:\n`, true],
+  ['every rewrite key', `${url}rewrite:
+  memory: 1TiB
+  default:
+    volatile_lines: {presets: [date, time, iso_timestamp, uuid, request_id], patterns: ['^Now: .*$']}
+    documents:
+      min_bytes: 64B
+      delimiters:
+        - {begin: '<document[^>]*>', end: '</document>'}
+        - begin: '^=== '
+          end: '^=== end'
+      order: true
+      edits: append
+      edit_similarity: 1
+      edit_id: '<document id="([^"]+)"'
+      max_note_bytes: 1MiB
+  models:
+    qwen3-8b:
+      documents: {edits: reprocess, edit_similarity: 0.1, delimiters: []}
+    "any name: even/this one":
+      volatile_lines: {presets: []}
+`, true],
   ['every key', `listen: "[::1]:0"
 backends:
   - name: gpu-0.main_1
@@ -124,6 +149,25 @@ log: {level: trace, access: false}
   ['key with a space', `${url}api_keys: ["has a space"]\n`, false],
   ['same key twice', `${url}api_keys: [literal-key-1, literal-key-1]\n`, false],
   ['two documents', `${url}---\n${url}`, false],
+  ['unknown key in rewrite', `${url}rewrite:\n  rules: {}\n`, false],
+  ['unknown key in a rules block', rules('volatile: {}\n'), false],
+  ['unknown key in a model\'s documents', modelRules('documents:\n  min_size: 4KiB\n'), false],
+  ['unknown key in a delimiter', rules('documents:\n  delimiters: [{begin: a, end: b, x: c}]\n'), false],
+  ['rewrite models as a list', `${url}rewrite:\n  models: [m]\n`, false],
+  ['bad edits value', rules('documents:\n  edits: replace\n'), false],
+  ['preset name in capitals', rules('volatile_lines:\n  presets: [Date]\n'), false],
+  ['unknown preset', rules('volatile_lines:\n  presets: [weekday]\n'), false],
+  ['presets as one string', rules('volatile_lines:\n  presets: date\n'), false],
+  ['empty volatile pattern', rules('volatile_lines:\n  patterns: [""]\n'), false],
+  ['delimiter without end', rules('documents:\n  delimiters: [{begin: a}]\n'), false],
+  ['delimiters with nothing', rules('documents:\n  delimiters:\n'), false],
+  ['edit_id without a group', rules('documents:\n  edit_id: "id-[0-9]+"\n'), false],
+  ['edit_id with only a non-capturing group', rules('documents:\n  edit_id: "(?:id)-[0-9]+"\n'), false],
+  ['edit_similarity 0', rules('documents:\n  edit_similarity: 0\n'), false],
+  ['edit_similarity over 1', rules('documents:\n  edit_similarity: 1.5\n'), false],
+  ['order yes', rules('documents:\n  order: yes\n'), false],
+  ['rewrite memory with a bad unit', `${url}rewrite:\n  memory: 64mb\n`, false],
+  ['negative min_bytes', rules('documents:\n  min_bytes: -1KiB\n'), false],
 ];
 
 for (const [what, text, valid] of cases) {
@@ -143,6 +187,11 @@ const parserOnly = [
   ['size below its range', `${url}limits:\n  max_header_bytes: 512\n`],
   ['fraction of a byte', `${url}limits:\n  max_body_bytes: 0.1KiB\n`],
   ['timeout over 24h', `${url}timeouts:\n  connect: 25h\n`],
+  ['rewrite memory below its range', `${url}rewrite:\n  memory: 1KiB\n`],
+  ['min_bytes below its range', rules('documents:\n  min_bytes: 32\n')],
+  ['max_note_bytes above its range', rules('documents:\n  max_note_bytes: 2MiB\n')],
+  ['invalid regex', rules('volatile_lines:\n  patterns: ["("]\n')],
+  ['edit_id with only escaped parentheses', rules("documents:\n  edit_id: '\\(id\\)'\n")],
 ];
 for (const [what, text] of parserOnly) {
   test(`only check-config rejects: ${what}`, () => {
@@ -168,7 +217,19 @@ const maps = {
   timeouts: schema.properties.timeouts,
   routing: schema.properties.routing,
   cache: schema.properties.cache,
+  rewrite: schema.properties.rewrite,
   log: schema.properties.log,
+};
+// Maps below those, each with a config that puts an unknown key there.
+const rulesBlock = schema.definitions.rewrite_rules;
+const nested = {
+  'rewrite.default': [rulesBlock, rules('zz_unknown: 1\n')],
+  'rewrite.models["m"]': [rulesBlock, modelRules('zz_unknown: 1\n')],
+  'rewrite.default.volatile_lines': [rulesBlock.properties.volatile_lines,
+    rules('volatile_lines:\n  zz_unknown: 1\n')],
+  'rewrite.models["m"].documents': [rulesBlock.properties.documents, modelRules('documents:\n  zz_unknown: 1\n')],
+  'rewrite.default.documents.delimiters[0]': [rulesBlock.properties.documents.properties.delimiters.items,
+    rules('documents:\n  delimiters: [{begin: a, end: b, zz_unknown: 1}]\n')],
 };
 const keysOf = (node) => Object.keys(node.properties).sort();
 
@@ -182,6 +243,13 @@ test('the parser and the schema know the same keys at every level', () => {
     const listed = r.stderr.match(/unknown key; expected one of: (.*)$/m);
     assert.ok(listed, `no key list for ${where}: ${r.stderr}`);
     assert.deepEqual(listed[1].split(', ').sort(), keysOf(node), `keys of ${where || 'the top level'}`);
+  }
+  for (const [where, [node, text]] of Object.entries(nested)) {
+    const r = checkConfig(text);
+    const listed = r.stderr.match(/: ([^:]*)\.zz_unknown: unknown key; expected one of: (.*)$/m);
+    assert.ok(listed, `no key list for ${where}: ${r.stderr}`);
+    assert.equal(listed[1], where);
+    assert.deepEqual(listed[2].split(', ').sort(), keysOf(node), `keys of ${where}`);
   }
 });
 
@@ -199,11 +267,22 @@ test('docs/config.md documents every key of the schema, and no other', () => {
     const node = section === 'backends' ? maps['backends[0]'] : schema.properties[section];
     assert.deepEqual(keys, node.properties ? keysOf(node) : [], `docs/config.md, section ${section}`);
   }
+  // The rules block is one table of `block.key` rows in the rewrite section.
+  const rewrite = sections.find((s) => s.startsWith('`rewrite`'));
+  const rows = [...rewrite.matchAll(/^\| `([a-z_]+)\.([a-z_]+)` \|/gm)];
+  const blocks = [...new Set(rows.map((m) => m[1]))].sort();
+  assert.deepEqual(blocks, keysOf(rulesBlock), 'docs/config.md, rewrite rules block');
+  for (const block of blocks) {
+    const keys = rows.filter((m) => m[1] === block).map((m) => m[2]).sort();
+    assert.deepEqual(keys, keysOf(rulesBlock.properties[block]), `docs/config.md, rewrite rules ${block}`);
+  }
 });
 
 test('the example config shows every key of the schema', () => {
   const example = fs.readFileSync(path.join(repoRoot, 'config/warmslot.example.yaml'), 'utf8');
-  for (const [where, node] of Object.entries(maps)) {
+  const shown = { ...maps, volatile_lines: rulesBlock.properties.volatile_lines,
+    documents: rulesBlock.properties.documents };
+  for (const [where, node] of Object.entries(shown)) {
     for (const key of keysOf(node)) {
       assert.match(example, new RegExp(`^[ #-]*${key}:`, 'm'), `${where}.${key} is not in the example`);
     }
