@@ -16,15 +16,13 @@
 #include <vector>
 
 #include "app/process.hpp"
+#include "app/supervised_argv.hpp"
 #include "config/source.hpp"
 #include "net/beast.hpp"
 #include "routing/registry.hpp"
 #include "service/pipeline.hpp"
 
 namespace warmslot::app {
-
-// The flags warmslot adds to a supervised backend's command (pure; tested as a table).
-std::vector<std::string> supervised_argv(const config::backend& b);
 
 // Gives every supervised backend of `cfg` without an address a free loopback port.
 void assign_ports(config::config& cfg);

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <chrono>
+#include <iterator>
 
 #include "upstream/llama_client.hpp"
 
@@ -17,6 +18,7 @@ namespace {
 
 using nlohmann::json;
 constexpr std::chrono::milliseconds slot_call_timeout{120'000};
+constexpr std::size_t max_counted_prefixes = 65536;  // uses_ entries (snapshot_after_uses)
 
 json parse_ok(const upstream::reply& r) {
     if (r.ec || r.status != 200) return json();
@@ -135,6 +137,12 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
         std::uint64_t uses = 0;
         {
             std::lock_guard lock(mu_);
+            // Bounded: past the limit, counts restart (keys are hashes, so the half dropped is
+            // an arbitrary one); a prefix then waits a few more uses for its snapshot.
+            if (uses_.size() >= max_counted_prefixes) {
+                const auto half = static_cast<std::ptrdiff_t>(uses_.size() / 2);
+                uses_.erase(uses_.begin(), std::next(uses_.begin(), half));
+            }
             uses = ++uses_[p->key];
         }
         if (found || broken || uses < src_.current()->cache.snapshot_after_uses) co_return none;
