@@ -1,9 +1,9 @@
 // Forwarding one request: plan -> prepare_slot -> forward -> relay -> record.
 //
 // The planner picks backend and slot from what the registry believes; a pinned request carries
-// `id_slot`. A watcher runs beside the exchange and closes the upstream socket as soon as the
-// client goes, so llama-server cancels the task and frees the slot. Failover happens only
-// before the first byte reached the client.
+// `id_slot`. A client_watch (relay.hpp) peeks at the client socket during the exchange and
+// closes the upstream socket as soon as the client goes, so llama-server cancels the task and
+// frees the slot. Failover happens only before the first byte reached the client.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -20,30 +20,9 @@
 namespace warmslot::service {
 namespace {
 
-using namespace net::experimental::awaitable_operators;
 using routing::clock;
 
 enum class attempt { relayed, stale_connection, backend_failed };
-
-// Watches the client socket without consuming bytes. Returns when the client disconnects
-// (after closing the upstream connection) or when cancelled because the relay finished.
-awaitable<void> watch_client(beast::tcp_stream* client, forward_state* st) {
-    char byte = 0;
-    auto [ec, n] = co_await client->socket().async_receive(
-        net::buffer(&byte, 1), net::socket_base::message_peek, nothrow);
-    if (ec == net::error::operation_aborted) co_return;
-    if (!ec && n > 0) {
-        // The client pipelined its next request: it is still there. Nothing more to watch.
-        net::steady_timer forever(client->get_executor(), clock::time_point::max());
-        co_await forever.async_wait(nothrow);
-        co_return;
-    }
-    st->client_gone = true;
-    if (st->current) {
-        error_code ignored;
-        st->current->stream.socket().close(ignored);
-    }
-}
 
 std::optional<routing::request_kind> kind_of(std::string_view target) {
     const auto path = api::path_of(target);
@@ -197,6 +176,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                     st.last_error = ec;
                     break;
                 }
+                if (st.client_gone) break;  // left while we connected: send nothing
                 st.current = conn.get();
                 st.completed = false;
                 st.on_complete = [&, planned](const std::optional<api::prompt_stats>& stats) {
@@ -221,7 +201,10 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         }
         reg_.cancel(t);
     };
-    co_await (run() || watch_client(ex.client, &st));
+    {
+        client_watch watch(*ex.client, st);
+        co_await run();
+    }
     out.client_gone = st.client_gone;
     if (st.client_gone) {
         ex.keep_alive = false;

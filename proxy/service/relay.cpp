@@ -119,6 +119,33 @@ std::size_t take_buffered(http::response_parser<http::buffer_body>& p, beast::fl
 
 }  // namespace
 
+struct client_watch::shared {
+    forward_state* st = nullptr;  // null once the watch is over
+    char byte = 0;
+};
+
+client_watch::client_watch(beast::tcp_stream& client, forward_state& st)
+    : client_(client), shared_(std::make_shared<shared>()) {
+    shared_->st = &st;
+    client_.socket().async_receive(
+        net::buffer(&shared_->byte, 1), net::socket_base::message_peek,
+        [s = shared_](const error_code& ec, std::size_t n) {
+            if (!s->st || ec == net::error::operation_aborted) return;
+            if (!ec && n > 0) return;  // the client pipelined its next request
+            s->st->client_gone = true;
+            if (s->st->current) {
+                error_code ignored;
+                s->st->current->stream.socket().close(ignored);
+            }
+        });
+}
+
+client_watch::~client_watch() {
+    shared_->st = nullptr;
+    error_code ignored;
+    client_.socket().cancel(ignored);  // the exchange is over: only the peek is pending
+}
+
 awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
                       http::response_parser<http::buffer_body>& p, forward_state& st,
                       outcome& out, const config::config& cfg, const header_list& extra) {
