@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <charconv>
 #include <string>
 #include <utility>
 
@@ -15,7 +16,7 @@ using nlohmann::json;
 enum class known_key { other, timings, usage, cache_n, prompt_n, predicted_n, prompt_ms, prompt_tokens,
                  completion_tokens, prompt_tokens_details, cached_tokens };
 
-known_key classify(const std::string& k) {
+known_key classify(std::string_view k) {
     static constexpr std::pair<std::string_view, known_key> known[] = {
         {"timings", known_key::timings},
         {"usage", known_key::usage},
@@ -91,10 +92,7 @@ public:
         ++depth_;
         return true;
     }
-    bool key(string_t& k) override {
-        if (depth_ < keys_.size()) keys_[depth_] = classify(k);
-        return true;
-    }
+    bool key(string_t& k) override { return key_text(k); }
     bool end_object() override { return close(); }
     bool start_array(std::size_t) override {
         assign(number{});
@@ -106,17 +104,24 @@ public:
         return false;
     }
 
+    // The same events for fast_scan, which has no string_t to hand over.
+    bool key_text(std::string_view k) {
+        if (depth_ < keys_.size()) keys_[depth_] = classify(k);
+        return true;
+    }
+    bool other_value() { return assign(number{}); }
+    bool assign_number(long l, double d) {
+        number n;
+        n.assign(l, d);
+        return assign(n);
+    }
+
 private:
     bool close() {
         --depth_;
         if (depth_ == 1) section_ = known_key::other;
         if (depth_ == 2) in_details_ = false;
         return true;
-    }
-    bool assign_number(long l, double d) {
-        number n;
-        n.assign(l, d);
-        return assign(n);
     }
     // A value (of any type) arrives for the current key at the current depth: it replaces
     // whatever an earlier duplicate of that key said.
@@ -146,6 +151,173 @@ private:
     bool in_details_ = false;    // inside usage.prompt_tokens_details
 };
 
+// The fast path: a strict JSON scanner that feeds a stats_reader without nlohmann's lexer,
+// which costs about 90 instructions a byte. It accepts only text it is sure is valid JSON
+// and handles a subset of it (no \u escapes, integers up to 18 digits, nesting up to 64);
+// on anything else it answers `unsure` and the caller asks nlohmann's parser.
+class fast_scan {
+public:
+    fast_scan(std::string_view text, stats_reader& r)
+        : p_(text.data()), end_(text.data() + text.size()), r_(r) {}
+
+    // True: the text is valid JSON and `r` has seen all of it. False: unsure.
+    bool run() {
+        if (!value(0)) return false;
+        skip_ws();
+        return p_ == end_;
+    }
+
+private:
+    static constexpr int max_depth = 64;
+
+    void skip_ws() {
+        while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+    }
+    bool eat(char c) {
+        skip_ws();
+        if (p_ == end_ || *p_ != c) return false;
+        ++p_;
+        return true;
+    }
+    bool value(int depth) {
+        skip_ws();
+        if (p_ == end_ || depth > max_depth) return false;
+        switch (*p_) {
+            case '{': return object(depth);
+            case '[': return array(depth);
+            case '"': {
+                std::string_view ignored;
+                return string(ignored) && r_.other_value();
+            }
+            case 't': return literal("true") && r_.assign_number(1, 1.0);
+            case 'f': return literal("false") && r_.assign_number(0, 0.0);
+            case 'n': return literal("null") && r_.other_value();
+            default: return number();
+        }
+    }
+    bool object(int depth) {
+        ++p_;
+        r_.start_object(0);
+        if (eat('}')) return r_.end_object();
+        do {
+            std::string_view k;
+            skip_ws();
+            if (p_ == end_ || *p_ != '"' || !string(k) || k.find('\\') != k.npos) return false;
+            r_.key_text(k);
+            if (!eat(':') || !value(depth + 1)) return false;
+        } while (eat(','));
+        return eat('}') && r_.end_object();
+    }
+    bool array(int depth) {
+        ++p_;
+        r_.start_array(0);
+        if (eat(']')) return r_.end_array();
+        do {
+            if (!value(depth + 1)) return false;
+        } while (eat(','));
+        return eat(']') && r_.end_array();
+    }
+    bool literal(std::string_view word) {
+        if (static_cast<std::size_t>(end_ - p_) < word.size() ||
+            std::string_view(p_, word.size()) != word) {
+            return false;
+        }
+        p_ += word.size();
+        return true;
+    }
+    bool string(std::string_view& text);
+    bool number();
+
+    const char* p_;
+    const char* end_;
+    stats_reader& r_;
+};
+
+// Length of the well-formed UTF-8 sequence at `p` (RFC 3629, as nlohmann checks it), or 0.
+std::size_t utf8_length(const unsigned char* p, const unsigned char* end) {
+    const auto in = [&](std::size_t i, unsigned lo, unsigned hi) {
+        return p + i < end && p[i] >= lo && p[i] <= hi;
+    };
+    const unsigned c = p[0];
+    if (c >= 0xC2 && c <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
+    if (c == 0xE0) return in(1, 0xA0, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
+    if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+        return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
+    }
+    if (c == 0xED) return in(1, 0x80, 0x9F) && in(2, 0x80, 0xBF) ? 3 : 0;
+    if (c == 0xF0) return in(1, 0x90, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+    if (c >= 0xF1 && c <= 0xF3) {
+        return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+    }
+    if (c == 0xF4) return in(1, 0x80, 0x8F) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+    return 0;
+}
+
+// A string at p_ (on its opening quote); `text` is its raw content, escapes not decoded.
+bool fast_scan::string(std::string_view& text) {
+    const char* start = ++p_;
+    while (p_ != end_) {
+        const auto c = static_cast<unsigned char>(*p_);
+        if (c == '"') {
+            text = std::string_view(start, static_cast<std::size_t>(p_ - start));
+            ++p_;
+            return true;
+        }
+        if (c < 0x20) return false;
+        if (c == '\\') {
+            if (++p_ == end_ || std::string_view("\"\\/bfnrt").find(*p_) == std::string_view::npos) {
+                return false;  // \u escapes and errors: unsure
+            }
+            ++p_;
+        } else if (c < 0x80) {
+            ++p_;
+        } else {
+            const auto n = utf8_length(reinterpret_cast<const unsigned char*>(p_),
+                                       reinterpret_cast<const unsigned char*>(end_));
+            if (n == 0) return false;
+            p_ += n;
+        }
+    }
+    return false;
+}
+
+// A number in JSON's grammar. Integers of up to 18 digits and decimals whose value fits a
+// long are read; anything else is unsure.
+bool fast_scan::number() {
+    const char* start = p_;
+    const auto digits = [&] {
+        const char* from = p_;
+        while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+        return static_cast<std::size_t>(p_ - from);
+    };
+    if (p_ != end_ && *p_ == '-') ++p_;
+    const char* int_start = p_;
+    const std::size_t int_digits = digits();
+    if (int_digits == 0 || (int_digits > 1 && *int_start == '0')) return false;
+    bool integer = true;
+    if (p_ != end_ && *p_ == '.') {
+        ++p_;
+        if (digits() == 0) return false;
+        integer = false;
+    }
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+        ++p_;
+        if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+        if (digits() == 0) return false;
+        integer = false;
+    }
+    if (integer) {
+        if (int_digits > 18) return false;
+        long v = 0;
+        std::from_chars(start, p_, v);
+        return r_.assign_number(v, static_cast<double>(v));
+    }
+    double d = 0;
+    const auto [end, ec] = std::from_chars(start, p_, d);
+    if (ec != std::errc{} || end != p_ || !(d > -1e18 && d < 1e18)) return false;
+    return r_.assign_number(static_cast<long>(d), d);
+}
+
 }  // namespace
 
 bool may_carry_stats(std::string_view json) noexcept {
@@ -155,7 +327,11 @@ bool may_carry_stats(std::string_view json) noexcept {
 
 std::optional<prompt_stats> find_prompt_stats(std::string_view text) {
     stats_reader r;
-    if (!json::sax_parse(text, &r) || !r.root_object) return std::nullopt;
+    if (!fast_scan(text, r).run()) {
+        r = stats_reader{};
+        if (!json::sax_parse(text, &r)) return std::nullopt;
+    }
+    if (!r.root_object) return std::nullopt;
     if (r.timings.object && r.timings.has_prompt_n) {
         prompt_stats s;
         s.cached = r.timings.cache_n.get_long();

@@ -244,6 +244,19 @@ TEST_CASE("find_prompt_stats: only the top-level objects count, the last duplica
                 {2, 0, 0, 3.0});
 }
 
+TEST_CASE("find_prompt_stats: escapes, exponents, unicode and deep nesting read alike") {
+    check_stats(R"({"usage":null,"\u0074imings":{"prompt_n":3,"cache_n":1e1,"prompt_ms":2.5E-1}})",
+                {10, 3, 0, 0.25});
+    check_stats(R"({"content":"caf\u00e9 \"q\" \\ \n","timings":{"prompt_n":-2,"cache_n":0}})",
+                {0, -2, 0});
+    check_stats("{\"content\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\",\"timings\":{\"prompt_n\":4}}",
+                {0, 4, 0});
+    std::string deep = R"({"timings":{"prompt_n":5},"x":)";
+    for (int i = 0; i < 100; ++i) deep += "[";
+    for (int i = 0; i < 100; ++i) deep += "]";
+    check_stats(deep + "}", {0, 5, 0});
+}
+
 TEST_CASE("find_prompt_stats: no stats") {
     const std::vector<std::string_view> none = {
         "",
@@ -255,6 +268,13 @@ TEST_CASE("find_prompt_stats: no stats") {
         R"({"timings":"soon","usage":null})",
         R"({"timings":{},"usage":{}})",
         R"({"timings":{"prompt_n":1},"timings":[]})",
+        "{\"content\":\"\xc3\x28\",\"timings\":{\"prompt_n\":1}}",  // bad UTF-8
+        "{\"content\":\"\xed\xa0\x80\",\"timings\":{\"prompt_n\":1}}",  // a surrogate
+        "{\"content\":\"a\tb\",\"timings\":{\"prompt_n\":1}}",        // raw control char
+        R"({"content":"\ud800","timings":{"prompt_n":1}})",          // lone surrogate escape
+        R"({"timings":{"prompt_n":01}})",
+        R"({"timings":{"prompt_n":1.}})",
+        R"({"timings":{"prompt_n":1},})",
         R"({"timings":{"cache_n":5,"prompt_n":7}} trailing)",
         R"(42)",
     };
