@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <system_error>
+#include <tuple>
 
 #include "api/errors.hpp"
 
@@ -22,7 +24,63 @@ bool expected_end(const error_code& ec) {
            ec == net::error::operation_aborted || ec == net::error::bad_descriptor;
 }
 
+void append_fields(std::string& head, const http::fields& fields) {
+    for (const auto& f : fields) {
+        head.append(f.name_string().data(), f.name_string().size());
+        head.append(": ", 2);
+        head.append(f.value().data(), f.value().size());
+        head.append("\r\n", 2);
+    }
+    head.append("\r\n", 2);
+}
+
+std::string serialized_head(const http::request<http::string_body>& m) {
+    std::string head;
+    head.reserve(512);
+    head.append(m.method_string().data(), m.method_string().size());
+    head.push_back(' ');
+    head.append(m.target().data(), m.target().size());
+    head.append(m.version() == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n");
+    append_fields(head, m.base());
+    return head;
+}
+
+std::string serialized_head(const http::response<http::string_body>& m) {
+    std::string head;
+    head.reserve(512);
+    head.append(m.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+    head.append(fmt::format("{:03d} ", m.result_int() % 1000));
+    head.append(m.reason().data(), m.reason().size());
+    head.append("\r\n", 2);
+    append_fields(head, m.base());
+    return head;
+}
+
+template <bool is_request>
+awaitable<error_code> write_whole(beast::tcp_stream& stream,
+                                  const http::message<is_request, http::string_body>& m) {
+    error_code ec;
+    if (m.chunked() || (m.version() != 10 && m.version() != 11)) {
+        std::tie(ec, std::ignore) = co_await http::async_write(stream, m, nothrow);
+        co_return ec;
+    }
+    const std::string head = serialized_head(m);
+    const std::array<net::const_buffer, 2> buffers{net::buffer(head), net::buffer(m.body())};
+    std::tie(ec, std::ignore) = co_await net::async_write(stream, buffers, nothrow);
+    co_return ec;
+}
+
 }  // namespace
+
+awaitable<error_code> write_message(beast::tcp_stream& stream,
+                                    const http::request<http::string_body>& message) {
+    return write_whole(stream, message);
+}
+
+awaitable<error_code> write_message(beast::tcp_stream& stream,
+                                    const http::response<http::string_body>& message) {
+    return write_whole(stream, message);
+}
 
 workers::workers(std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -207,7 +265,7 @@ awaitable<error_code> write_json(beast::tcp_stream& stream, unsigned status, std
     res.body() = std::move(body);
     res.prepare_payload();
     stream.expires_after(timeout);
-    auto [ec, n] = co_await http::async_write(stream, res, nothrow);
+    const auto ec = co_await write_message(stream, res);
     stream.expires_never();
     co_return ec;
 }

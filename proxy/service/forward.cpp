@@ -90,12 +90,12 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
                                const config::backend& b, std::string body, header_list extra) {
     auto req = upstream_request(ex.request, b, std::move(body));
     up.stream.expires_after(cfg.timeouts.connect);
-    auto [ec, n] = co_await http::async_write(up.stream, req, nothrow);
+    auto ec = co_await http_server::write_message(up.stream, req);
     http::response_parser<http::buffer_body> p;
     p.body_limit(std::numeric_limits<std::uint64_t>::max());
     if (!ec) {
         up.stream.expires_after(cfg.timeouts.upstream_response);
-        std::tie(ec, n) = co_await http::async_read_header(up.stream, up.buffer, p, nothrow);
+        std::tie(ec, std::ignore) = co_await http::async_read_header(up.stream, up.buffer, p, nothrow);
     }
     if (ec) {
         st.last_error = ec;

@@ -78,7 +78,7 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
     st.headers_sent = true;
     st.upstream_reusable = whole.keep_alive();
     ex.client->expires_after(cfg.timeouts.stream_idle);
-    std::tie(ec, n) = co_await http::async_write(*ex.client, res, nothrow);
+    ec = co_await http_server::write_message(*ex.client, res);
     if (ec) ex.keep_alive = false;
 }
 
