@@ -4,6 +4,7 @@
 
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -318,11 +319,15 @@ bool fast_scan::number() {
     return r_.assign_number(static_cast<long>(d), d);
 }
 
+// memmem rather than string_view::find, which stops at every '"' of the text to compare.
+bool contains(std::string_view text, std::string_view word) noexcept {
+    return ::memmem(text.data(), text.size(), word.data(), word.size()) != nullptr;
+}
+
 }  // namespace
 
 bool may_carry_stats(std::string_view json) noexcept {
-    return json.find("\"timings\"") != std::string_view::npos ||
-           json.find("\"usage\"") != std::string_view::npos;
+    return contains(json, "\"timings\"") || contains(json, "\"usage\"");
 }
 
 std::optional<prompt_stats> find_prompt_stats(std::string_view text) {
