@@ -34,7 +34,7 @@ void append_fields(std::string& head, const http::fields& fields) {
     head.append("\r\n", 2);
 }
 
-std::string serialized_head(const http::request<http::string_body>& m) {
+std::string serialized_request_head(const http::request<http::string_body>& m) {
     std::string head;
     head.reserve(512);
     head.append(m.method_string().data(), m.method_string().size());
@@ -45,16 +45,6 @@ std::string serialized_head(const http::request<http::string_body>& m) {
     return head;
 }
 
-std::string serialized_head(const http::response<http::string_body>& m) {
-    std::string head;
-    head.reserve(512);
-    head.append(m.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
-    head.append(fmt::format("{:03d} ", m.result_int() % 1000));
-    head.append(m.reason().data(), m.reason().size());
-    head.append("\r\n", 2);
-    append_fields(head, m.base());
-    return head;
-}
 
 template <bool is_request>
 awaitable<error_code> write_whole(beast::tcp_stream& stream,
@@ -64,13 +54,32 @@ awaitable<error_code> write_whole(beast::tcp_stream& stream,
         std::tie(ec, std::ignore) = co_await http::async_write(stream, m, nothrow);
         co_return ec;
     }
-    const std::string head = serialized_head(m);
+    std::string head;
+    if constexpr (is_request) head = serialized_request_head(m);
+    else head = http_server::serialized_head(m.base());
     const std::array<net::const_buffer, 2> buffers{net::buffer(head), net::buffer(m.body())};
     std::tie(ec, std::ignore) = co_await net::async_write(stream, buffers, nothrow);
     co_return ec;
 }
 
 }  // namespace
+
+std::string serialized_head(const http::response_header<>& head) {
+    std::string out;
+    out.reserve(512);
+    out.append(head.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+    out.append(fmt::format("{:03d} ", head.result_int() % 1000));
+    out.append(head.reason().data(), head.reason().size());
+    out.append("\r\n", 2);
+    append_fields(out, head);
+    return out;
+}
+
+std::string serialized_last_chunk(const http::fields& trailers) {
+    std::string out = "0\r\n";
+    append_fields(out, trailers);
+    return out;
+}
 
 awaitable<error_code> write_message(beast::tcp_stream& stream,
                                     const http::request<http::string_body>& message) {

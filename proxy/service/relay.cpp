@@ -1,6 +1,7 @@
 #include "service/relay.hpp"
 
 #include <array>
+#include <cstdio>
 #include <string>
 
 #include "api/errors.hpp"
@@ -82,13 +83,18 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
     if (ec) ex.keep_alive = false;
 }
 
-// Writes one piece of body to the client in the response's framing.
+// Writes one piece of body to the client in the response's framing: a chunk is its size in
+// hex, CRLF, the bytes, CRLF (as Beast's make_chunk writes it, without its buffer views).
 awaitable<error_code> write_piece(beast::tcp_stream& client, bool chunked, const char* data,
                                   std::size_t n) {
     error_code ec;
     if (chunked) {
-        std::tie(ec, std::ignore) =
-            co_await net::async_write(client, http::make_chunk(net::buffer(data, n)), nothrow);
+        char size[24];
+        const int length = std::snprintf(size, sizeof size, "%zx\r\n", n);
+        const std::array<net::const_buffer, 3> chunk{
+            net::buffer(size, static_cast<std::size_t>(length)), net::buffer(data, n),
+            net::buffer("\r\n", 2)};
+        std::tie(ec, std::ignore) = co_await net::async_write(client, chunk, nothrow);
     } else {
         std::tie(ec, std::ignore) = co_await net::async_write(client, net::buffer(data, n), nothrow);
     }
@@ -167,9 +173,9 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
     res.keep_alive(ex.keep_alive);
     out.status = res.result_int();
     out.streamed = sse;
-    http::response_serializer<http::empty_body> sr{res};
+    const std::string head_bytes = http_server::serialized_head(res.base());
     ex.client->expires_after(cfg.timeouts.stream_idle);
-    auto [wec, wn] = co_await http::async_write_header(*ex.client, sr, nothrow);
+    auto [wec, wn] = co_await net::async_write(*ex.client, net::buffer(head_bytes), nothrow);
     st.headers_sent = true;
     if (wec) co_return void(ex.keep_alive = false);
 
@@ -216,7 +222,8 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
         http::fields trailers;
         set_stats(trailers, out.stats);
         ex.client->expires_after(cfg.timeouts.stream_idle);
-        std::tie(wec, wn) = co_await net::async_write(*ex.client, http::make_chunk_last(trailers), nothrow);
+        const std::string last = http_server::serialized_last_chunk(trailers);
+        std::tie(wec, wn) = co_await net::async_write(*ex.client, net::buffer(last), nothrow);
         if (wec) ex.keep_alive = false;
     }
     st.upstream_reusable = !rec && p.is_done() && p.keep_alive();
