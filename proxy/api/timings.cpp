@@ -254,10 +254,19 @@ std::size_t utf8_length(const unsigned char* p, const unsigned char* end) {
     return 0;
 }
 
+// Bytes a string holds as they are: printable ASCII except '"' and '\\'.
+constexpr auto plain_bytes = [] {
+    std::array<bool, 256> plain{};
+    for (std::size_t c = 0x20; c < 0x80; ++c) plain[c] = c != '"' && c != '\\';
+    return plain;
+}();
+
 // A string at p_ (on its opening quote); `text` is its raw content, escapes not decoded.
 bool fast_scan::string(std::string_view& text) {
     const char* start = ++p_;
     while (p_ != end_) {
+        while (p_ != end_ && plain_bytes[static_cast<unsigned char>(*p_)]) ++p_;
+        if (p_ == end_) break;
         const auto c = static_cast<unsigned char>(*p_);
         if (c == '"') {
             text = std::string_view(start, static_cast<std::size_t>(p_ - start));
