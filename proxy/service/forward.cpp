@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <chrono>
 #include <limits>
 #include <string>
@@ -54,19 +55,27 @@ std::string prepared_body(const std::string& body, const nlohmann::json* parsed,
     return body.substr(0, brace + 1) + field + (empty_object ? "" : ",") + body.substr(brace + 1);
 }
 
-http::request<http::string_body> upstream_request(const http::request<http::string_body>& in,
-                                                  const config::backend& b, std::string body) {
-    http::request<http::string_body> out{in.method(), in.target(), 11};
+// The request line and headers sent to the backend: the client's end-to-end headers in their
+// order, then Host and, when the method or the body calls for it, Content-Length. The bytes
+// Beast writes for such a message after prepare_payload, without building one.
+std::string upstream_head(const http::request<http::string_body>& in, const config::backend& b,
+                          std::size_t body_size) {
+    std::string head;
+    head.reserve(512);
+    head.append(std::string_view(in.method_string())).append(" ");
+    head.append(std::string_view(in.target())).append(" HTTP/1.1\r\n");
     for (const auto& field : in) {
-        if (api::forward_request_header(std::string_view(field.name_string()))) {
-            out.insert(field.name_string(), field.value());
-        }
+        const std::string_view name(field.name_string());
+        if (!api::forward_request_header(name)) continue;
+        head.append(name).append(": ").append(std::string_view(field.value())).append("\r\n");
     }
-    out.set(http::field::host, b.host + ":" + std::to_string(b.port));
-    out.keep_alive(true);
-    out.body() = std::move(body);
-    out.prepare_payload();
-    return out;
+    head.append("Host: ").append(b.host).append(":").append(std::to_string(b.port)).append("\r\n");
+    const auto m = in.method();
+    if (body_size > 0 || m == http::verb::options || m == http::verb::put || m == http::verb::post) {
+        head.append("Content-Length: ").append(std::to_string(body_size)).append("\r\n");
+    }
+    head.append("\r\n");
+    return head;
 }
 
 std::string route_header(const routing::plan& p, long waited_ms) {
@@ -88,14 +97,15 @@ std::string route_header(const routing::plan& p, long waited_ms) {
 awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& up,
                                forward_state& st, outcome& out, const config::config& cfg,
                                const config::backend& b, std::string body, header_list extra) {
-    auto req = upstream_request(ex.request, b, std::move(body));
+    const std::string head = upstream_head(ex.request, b, body.size());
+    const std::array<net::const_buffer, 2> request{net::buffer(head), net::buffer(body)};
     up.stream.expires_after(cfg.timeouts.connect);
-    auto ec = co_await http_server::write_message(up.stream, req);
+    auto [ec, n] = co_await net::async_write(up.stream, request, nothrow);
     http::response_parser<http::buffer_body> p;
     p.body_limit(std::numeric_limits<std::uint64_t>::max());
     if (!ec) {
         up.stream.expires_after(cfg.timeouts.upstream_response);
-        std::tie(ec, std::ignore) = co_await http::async_read_header(up.stream, up.buffer, p, nothrow);
+        std::tie(ec, n) = co_await http::async_read_header(up.stream, up.buffer, p, nothrow);
     }
     if (ec) {
         st.last_error = ec;
