@@ -47,6 +47,42 @@ void copy_head(const http::response_header<>& from, Message& to, const header_li
     to.set("X-Warmslot-Request-Id", request_id);
 }
 
+// A client response head built as Beast builds one from the backend's head with copy_head
+// and set() calls, without its field table: fields keep their order; set() drops every
+// earlier field of that name and appends. Views only: the caller keeps the values alive.
+class head_builder {
+public:
+    head_builder(const http::response_header<>& from, const header_list& extra,
+                 std::string_view request_id) : result_(from.result()) {
+        for (const auto& field : from) {
+            const std::string_view name(field.name_string());
+            if (api::forward_response_header(name)) fields_.emplace_back(name, field.value());
+        }
+        for (const auto& [name, value] : extra) set(name, value);
+        set("X-Warmslot-Request-Id", request_id);
+    }
+    void set(std::string_view name, std::string_view value) {
+        std::erase_if(fields_, [&](const auto& f) { return beast::iequals(f.first, name); });
+        fields_.emplace_back(name, value);
+    }
+    unsigned status() const { return static_cast<unsigned>(result_); }
+    std::string str() const {
+        http::response_header<> status_line;
+        status_line.result(result_);
+        status_line.version(11);
+        std::string head = http_server::serialized_head(status_line);
+        head.resize(head.size() - 2);  // the empty line: the fields come first
+        for (const auto& [name, value] : fields_) {
+            head.append(name).append(": ").append(value).append("\r\n");
+        }
+        return head.append("\r\n");
+    }
+
+private:
+    http::status result_;
+    std::vector<std::pair<std::string_view, std::string_view>> fields_;
+};
+
 void set_stats(http::fields& f, const std::optional<api::prompt_stats>& s) {
     if (!s) return;
     f.set(cached_header, std::to_string(s->cached));
@@ -66,20 +102,24 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
         co_return;
     }
     auto& in = whole.get();
-    http::response<http::string_body> res{in.result(), 11};
-    copy_head(in.base(), res, extra, ex.id);
+    head_builder res(in.base(), extra, ex.id);
     out.stats = api::may_carry_stats(in.body()) ? api::find_prompt_stats(in.body()) : std::nullopt;
     st.complete(out.stats);
-    set_stats(res.base(), out.stats);
-    res.keep_alive(ex.keep_alive);
-    res.body() = std::move(in.body());
-    res.prepare_payload();
-    out.status = res.result_int();
-    out.bytes_out = res.body().size();
+    // The same order of set() calls as before: stats, keep-alive, then prepare_payload's length.
+    const std::string cached = out.stats ? std::to_string(out.stats->cached) : "";
+    const std::string processed = out.stats ? std::to_string(out.stats->processed) : "";
+    if (out.stats) res.set(cached_header, cached), res.set(processed_header, processed);
+    if (!ex.keep_alive) res.set("Connection", "close");
+    const std::string length = std::to_string(in.body().size());
+    res.set("Content-Length", length);
+    const std::string head = res.str();
+    out.status = res.status();
+    out.bytes_out = in.body().size();
     st.headers_sent = true;
     st.upstream_reusable = whole.keep_alive();
     ex.client->expires_after(cfg.timeouts.stream_idle);
-    ec = co_await http_server::write_message(*ex.client, res);
+    const std::array<net::const_buffer, 2> response{net::buffer(head), net::buffer(in.body())};
+    std::tie(ec, n) = co_await net::async_write(*ex.client, response, nothrow);
     if (ec) ex.keep_alive = false;
 }
 
