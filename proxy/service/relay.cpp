@@ -15,6 +15,7 @@ namespace {
 constexpr std::uint64_t max_buffered_body = 4 * 1024 * 1024;
 constexpr const char* cached_header = "X-Warmslot-Cached-Tokens";
 constexpr const char* processed_header = "X-Warmslot-Processed-Tokens";
+constexpr const char* trailer_names = "X-Warmslot-Cached-Tokens, X-Warmslot-Processed-Tokens";
 
 // Watches relayed SSE bytes for llama-server's timings; never changes them.
 class sse_stats {
@@ -35,20 +36,8 @@ private:
     std::vector<sse::event> events_;
 };
 
-template <typename Message>
-void copy_head(const http::response_header<>& from, Message& to, const header_list& extra,
-               const std::string& request_id) {
-    for (const auto& field : from) {
-        if (api::forward_response_header(std::string_view(field.name_string()))) {
-            to.insert(field.name_string(), field.value());
-        }
-    }
-    for (const auto& [name, value] : extra) to.set(name, value);
-    to.set("X-Warmslot-Request-Id", request_id);
-}
-
-// A client response head built as Beast builds one from the backend's head with copy_head
-// and set() calls, without its field table: fields keep their order; set() drops every
+// A client response head built as Beast builds one from the backend's end-to-end headers and
+// set() calls, without its field table: fields keep their order; set() drops every
 // earlier field of that name and appends. Views only: the caller keeps the values alive.
 class head_builder {
 public:
@@ -201,19 +190,19 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
     if (!sse && length && !p.chunked() && *length <= max_buffered_body) {
         co_return co_await relay_buffered(ex, up, p, st, out, cfg, extra);
     }
-    http::response<http::empty_body> res{head.result(), 11};
-    copy_head(head.base(), res, extra, ex.id);
+    head_builder res(head.base(), extra, ex.id);
     const bool chunked = !length || p.chunked();
+    const std::string length_text = length ? std::to_string(*length) : "";
     if (chunked) {
-        res.chunked(true);
-        res.set(http::field::trailer, std::string(cached_header) + ", " + processed_header);
+        res.set("Transfer-Encoding", "chunked");
+        res.set("Trailer", trailer_names);
     } else {
-        res.content_length(*length);
+        res.set("Content-Length", length_text);
     }
-    res.keep_alive(ex.keep_alive);
-    out.status = res.result_int();
+    if (!ex.keep_alive) res.set("Connection", "close");
+    out.status = res.status();
     out.streamed = sse;
-    const std::string head_bytes = http_server::serialized_head(res.base());
+    const std::string head_bytes = res.str();
     ex.client->expires_after(cfg.timeouts.stream_idle);
     auto [wec, wn] = co_await net::async_write(*ex.client, net::buffer(head_bytes), nothrow);
     st.headers_sent = true;
