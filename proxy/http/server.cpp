@@ -34,34 +34,6 @@ void append_fields(std::string& head, const http::fields& fields) {
     head.append("\r\n", 2);
 }
 
-std::string serialized_request_head(const http::request<http::string_body>& m) {
-    std::string head;
-    head.reserve(512);
-    head.append(m.method_string().data(), m.method_string().size());
-    head.push_back(' ');
-    head.append(m.target().data(), m.target().size());
-    head.append(m.version() == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n");
-    append_fields(head, m.base());
-    return head;
-}
-
-
-template <bool is_request>
-awaitable<error_code> write_whole(beast::tcp_stream& stream,
-                                  const http::message<is_request, http::string_body>& m) {
-    error_code ec;
-    if (m.chunked() || (m.version() != 10 && m.version() != 11)) {
-        std::tie(ec, std::ignore) = co_await http::async_write(stream, m, nothrow);
-        co_return ec;
-    }
-    std::string head;
-    if constexpr (is_request) head = serialized_request_head(m);
-    else head = http_server::serialized_head(m.base());
-    const std::array<net::const_buffer, 2> buffers{net::buffer(head), net::buffer(m.body())};
-    std::tie(ec, std::ignore) = co_await net::async_write(stream, buffers, nothrow);
-    co_return ec;
-}
-
 }  // namespace
 
 std::string serialized_head(const http::response_header<>& head) {
@@ -82,13 +54,16 @@ std::string serialized_last_chunk(const http::fields& trailers) {
 }
 
 awaitable<error_code> write_message(beast::tcp_stream& stream,
-                                    const http::request<http::string_body>& message) {
-    return write_whole(stream, message);
-}
-
-awaitable<error_code> write_message(beast::tcp_stream& stream,
-                                    const http::response<http::string_body>& message) {
-    return write_whole(stream, message);
+                                    const http::response<http::string_body>& m) {
+    error_code ec;
+    if (m.chunked() || (m.version() != 10 && m.version() != 11)) {
+        std::tie(ec, std::ignore) = co_await http::async_write(stream, m, nothrow);
+        co_return ec;
+    }
+    const std::string head = serialized_head(m.base());
+    const std::array<net::const_buffer, 2> buffers{net::buffer(head), net::buffer(m.body())};
+    std::tie(ec, std::ignore) = co_await net::async_write(stream, buffers, nothrow);
+    co_return ec;
 }
 
 workers::workers(std::size_t n) {

@@ -79,12 +79,10 @@ private:
     std::atomic<bool> stopping_{false};
 };
 
-// Writes a message with a string body as one gather write (the serialized header, then the
+// Writes a response with a string body as one gather write (the serialized header, then the
 // body): the same bytes as http::async_write, without the cost of Beast's serializer (about
-// 20k instructions for a small message). Chunked messages still go through Beast. The
+// 20k instructions for a small message). Chunked responses still go through Beast. The
 // stream's deadline applies. Never throws.
-awaitable<error_code> write_message(beast::tcp_stream& stream,
-                                    const http::request<http::string_body>& message);
 awaitable<error_code> write_message(beast::tcp_stream& stream,
                                     const http::response<http::string_body>& message);
 
