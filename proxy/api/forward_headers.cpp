@@ -1,18 +1,20 @@
 #include "api/forward_headers.hpp"
 
 #include <array>
-#include <cctype>
 
 namespace warmslot::api {
 namespace {
 
+// ASCII only, as header names are: std::tolower is a locale-aware call per character.
+constexpr char lower(char c) noexcept {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+// `b` is already lower case.
 bool iequals(std::string_view a, std::string_view b) noexcept {
     if (a.size() != b.size()) return false;
     for (std::size_t i = 0; i < a.size(); ++i) {
-        if (std::tolower(static_cast<unsigned char>(a[i])) !=
-            std::tolower(static_cast<unsigned char>(b[i]))) {
-            return false;
-        }
+        if (lower(a[i]) != b[i]) return false;
     }
     return true;
 }

@@ -2,32 +2,363 @@
 
 #include <nlohmann/json.hpp>
 
-namespace warmslot::api {
+#include <array>
+#include <charconv>
+#include <cstring>
+#include <string>
+#include <utility>
 
-bool may_carry_stats(std::string_view json) noexcept {
-    return json.find("\"timings\"") != std::string_view::npos ||
-           json.find("\"usage\"") != std::string_view::npos;
+namespace warmslot::api {
+namespace {
+
+using nlohmann::json;
+
+// The keys find_prompt_stats reads; every other key is `other`.
+enum class known_key { other, timings, usage, cache_n, prompt_n, predicted_n, prompt_ms, prompt_tokens,
+                 completion_tokens, prompt_tokens_details, cached_tokens };
+
+known_key classify(std::string_view k) {
+    static constexpr std::pair<std::string_view, known_key> known[] = {
+        {"timings", known_key::timings},
+        {"usage", known_key::usage},
+        {"cache_n", known_key::cache_n},
+        {"prompt_n", known_key::prompt_n},
+        {"predicted_n", known_key::predicted_n},
+        {"prompt_ms", known_key::prompt_ms},
+        {"prompt_tokens", known_key::prompt_tokens},
+        {"completion_tokens", known_key::completion_tokens},
+        {"prompt_tokens_details", known_key::prompt_tokens_details},
+        {"cached_tokens", known_key::cached_tokens},
+    };
+    for (const auto& [name, k_id] : known) {
+        if (name == k) return k_id;
+    }
+    return known_key::other;
 }
 
-std::optional<prompt_stats> find_prompt_stats(std::string_view json) {
-    const auto doc = nlohmann::json::parse(json, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object()) return std::nullopt;
-    if (auto t = doc.find("timings"); t != doc.end() && t->is_object() && t->contains("prompt_n")) {
+// A field's value as json::value(name, default) would read it. A value of another type reads
+// as the default instead of throwing.
+struct number {
+    bool set = false;
+    long as_long = 0;
+    double as_double = 0;
+    void assign(long l, double d) { set = true, as_long = l, as_double = d; }
+    long get_long() const { return set ? as_long : 0L; }
+    double get_double() const { return set ? as_double : 0.0; }
+};
+
+struct timings_fields {
+    bool object = false;
+    bool has_prompt_n = false;
+    number cache_n, prompt_n, predicted_n, prompt_ms;
+};
+
+struct usage_fields {
+    bool object = false;
+    bool has_prompt_tokens = false;
+    bool details_object = false;
+    number prompt_tokens, completion_tokens, cached_tokens;
+};
+
+// Reads the few fields find_prompt_stats needs while nlohmann's parser validates the whole
+// text, without building a document. Duplicate keys: the last one wins, as in a parsed json.
+class stats_reader : public nlohmann::json_sax<json> {
+public:
+    timings_fields timings;
+    usage_fields usage;
+    bool root_object = false;
+
+    bool null() override { return assign(number{}); }
+    bool boolean(bool v) override { return assign_number(v ? 1 : 0, v ? 1.0 : 0.0); }
+    bool number_integer(number_integer_t v) override {
+        return assign_number(static_cast<long>(v), static_cast<double>(v));
+    }
+    bool number_unsigned(number_unsigned_t v) override {
+        return assign_number(static_cast<long>(v), static_cast<double>(v));
+    }
+    bool number_float(number_float_t v, const string_t&) override {
+        return assign_number(static_cast<long>(v), v);
+    }
+    bool string(string_t&) override { return assign(number{}); }
+    bool binary(binary_t&) override { return assign(number{}); }
+    bool start_object(std::size_t) override {
+        assign(number{});
+        if (depth_ == 0) root_object = true;
+        if (depth_ == 1 && keys_[1] == known_key::timings) timings.object = true, section_ = known_key::timings;
+        if (depth_ == 1 && keys_[1] == known_key::usage) usage.object = true, section_ = known_key::usage;
+        if (depth_ == 2 && section_ == known_key::usage && keys_[2] == known_key::prompt_tokens_details) {
+            usage.details_object = true;
+            in_details_ = true;
+        }
+        ++depth_;
+        return true;
+    }
+    bool key(string_t& k) override { return key_text(k); }
+    bool end_object() override { return close(); }
+    bool start_array(std::size_t) override {
+        assign(number{});
+        ++depth_;
+        return true;
+    }
+    bool end_array() override { return close(); }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        return false;
+    }
+
+    // The same events for fast_scan, which has no string_t to hand over.
+    bool key_text(std::string_view k) {
+        if (depth_ < keys_.size()) keys_[depth_] = classify(k);
+        return true;
+    }
+    bool other_value() { return assign(number{}); }
+    bool assign_number(long l, double d) {
+        number n;
+        n.assign(l, d);
+        return assign(n);
+    }
+
+private:
+    bool close() {
+        --depth_;
+        if (depth_ == 1) section_ = known_key::other;
+        if (depth_ == 2) in_details_ = false;
+        return true;
+    }
+    // A value (of any type) arrives for the current key at the current depth: it replaces
+    // whatever an earlier duplicate of that key said.
+    bool assign(const number& fresh) {
+        if (depth_ == 1 && keys_[1] == known_key::timings) timings = {};
+        if (depth_ == 1 && keys_[1] == known_key::usage) usage = {};
+        if (depth_ == 2 && section_ == known_key::timings) assign_timings(keys_[2], fresh);
+        if (depth_ == 2 && section_ == known_key::usage) assign_usage(keys_[2], fresh);
+        if (depth_ == 3 && in_details_ && keys_[3] == known_key::cached_tokens) usage.cached_tokens = fresh;
+        return true;
+    }
+    void assign_timings(known_key k, const number& n) {
+        if (k == known_key::cache_n) timings.cache_n = n;
+        if (k == known_key::prompt_n) timings.prompt_n = n, timings.has_prompt_n = true;
+        if (k == known_key::predicted_n) timings.predicted_n = n;
+        if (k == known_key::prompt_ms) timings.prompt_ms = n;
+    }
+    void assign_usage(known_key k, const number& n) {
+        if (k == known_key::prompt_tokens) usage.prompt_tokens = n, usage.has_prompt_tokens = true;
+        if (k == known_key::completion_tokens) usage.completion_tokens = n;
+        if (k == known_key::prompt_tokens_details) usage.details_object = false, usage.cached_tokens = {};
+    }
+
+    std::size_t depth_ = 0;
+    std::array<known_key, 4> keys_{};  // the last key seen at depths 1..3
+    known_key section_ = known_key::other;   // timings or usage while inside that top-level object
+    bool in_details_ = false;    // inside usage.prompt_tokens_details
+};
+
+// The fast path: a strict JSON scanner that feeds a stats_reader without nlohmann's lexer,
+// which costs about 90 instructions a byte. It accepts only text it is sure is valid JSON
+// and handles a subset of it (no \u escapes, integers up to 18 digits, nesting up to 64);
+// on anything else it answers `unsure` and the caller asks nlohmann's parser.
+class fast_scan {
+public:
+    fast_scan(std::string_view text, stats_reader& r)
+        : p_(text.data()), end_(text.data() + text.size()), r_(r) {}
+
+    // True: the text is valid JSON and `r` has seen all of it. False: unsure.
+    bool run() {
+        if (!value(0)) return false;
+        skip_ws();
+        return p_ == end_;
+    }
+
+private:
+    static constexpr int max_depth = 64;
+
+    void skip_ws() {
+        while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+    }
+    bool eat(char c) {
+        skip_ws();
+        if (p_ == end_ || *p_ != c) return false;
+        ++p_;
+        return true;
+    }
+    bool value(int depth) {
+        skip_ws();
+        if (p_ == end_ || depth > max_depth) return false;
+        switch (*p_) {
+            case '{': return object(depth);
+            case '[': return array(depth);
+            case '"': {
+                std::string_view ignored;
+                return string(ignored) && r_.other_value();
+            }
+            case 't': return literal("true") && r_.assign_number(1, 1.0);
+            case 'f': return literal("false") && r_.assign_number(0, 0.0);
+            case 'n': return literal("null") && r_.other_value();
+            default: return number();
+        }
+    }
+    bool object(int depth) {
+        ++p_;
+        r_.start_object(0);
+        if (eat('}')) return r_.end_object();
+        do {
+            std::string_view k;
+            skip_ws();
+            if (p_ == end_ || *p_ != '"' || !string(k) || k.find('\\') != k.npos) return false;
+            r_.key_text(k);
+            if (!eat(':') || !value(depth + 1)) return false;
+        } while (eat(','));
+        return eat('}') && r_.end_object();
+    }
+    bool array(int depth) {
+        ++p_;
+        r_.start_array(0);
+        if (eat(']')) return r_.end_array();
+        do {
+            if (!value(depth + 1)) return false;
+        } while (eat(','));
+        return eat(']') && r_.end_array();
+    }
+    bool literal(std::string_view word) {
+        if (static_cast<std::size_t>(end_ - p_) < word.size() ||
+            std::string_view(p_, word.size()) != word) {
+            return false;
+        }
+        p_ += word.size();
+        return true;
+    }
+    bool string(std::string_view& text);
+    bool number();
+
+    const char* p_;
+    const char* end_;
+    stats_reader& r_;
+};
+
+// Length of the well-formed UTF-8 sequence at `p` (RFC 3629, as nlohmann checks it), or 0.
+std::size_t utf8_length(const unsigned char* p, const unsigned char* end) {
+    const auto in = [&](std::size_t i, unsigned lo, unsigned hi) {
+        return p + i < end && p[i] >= lo && p[i] <= hi;
+    };
+    const unsigned c = p[0];
+    if (c >= 0xC2 && c <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
+    if (c == 0xE0) return in(1, 0xA0, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
+    if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+        return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
+    }
+    if (c == 0xED) return in(1, 0x80, 0x9F) && in(2, 0x80, 0xBF) ? 3 : 0;
+    if (c == 0xF0) return in(1, 0x90, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+    if (c >= 0xF1 && c <= 0xF3) {
+        return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+    }
+    if (c == 0xF4) return in(1, 0x80, 0x8F) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+    return 0;
+}
+
+// Bytes a string holds as they are: printable ASCII except '"' and '\\'.
+constexpr auto plain_bytes = [] {
+    std::array<bool, 256> plain{};
+    for (std::size_t c = 0x20; c < 0x80; ++c) plain[c] = c != '"' && c != '\\';
+    return plain;
+}();
+
+// A string at p_ (on its opening quote); `text` is its raw content, escapes not decoded.
+bool fast_scan::string(std::string_view& text) {
+    const char* start = ++p_;
+    while (p_ != end_) {
+        while (p_ != end_ && plain_bytes[static_cast<unsigned char>(*p_)]) ++p_;
+        if (p_ == end_) break;
+        const auto c = static_cast<unsigned char>(*p_);
+        if (c == '"') {
+            text = std::string_view(start, static_cast<std::size_t>(p_ - start));
+            ++p_;
+            return true;
+        }
+        if (c < 0x20) return false;
+        if (c == '\\') {
+            if (++p_ == end_ || std::string_view("\"\\/bfnrt").find(*p_) == std::string_view::npos) {
+                return false;  // \u escapes and errors: unsure
+            }
+            ++p_;
+        } else if (c < 0x80) {
+            ++p_;
+        } else {
+            const auto n = utf8_length(reinterpret_cast<const unsigned char*>(p_),
+                                       reinterpret_cast<const unsigned char*>(end_));
+            if (n == 0) return false;
+            p_ += n;
+        }
+    }
+    return false;
+}
+
+// A number in JSON's grammar. Integers of up to 18 digits and decimals whose value fits a
+// long are read; anything else is unsure.
+bool fast_scan::number() {
+    const char* start = p_;
+    const auto digits = [&] {
+        const char* from = p_;
+        while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+        return static_cast<std::size_t>(p_ - from);
+    };
+    if (p_ != end_ && *p_ == '-') ++p_;
+    const char* int_start = p_;
+    const std::size_t int_digits = digits();
+    if (int_digits == 0 || (int_digits > 1 && *int_start == '0')) return false;
+    bool integer = true;
+    if (p_ != end_ && *p_ == '.') {
+        ++p_;
+        if (digits() == 0) return false;
+        integer = false;
+    }
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+        ++p_;
+        if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+        if (digits() == 0) return false;
+        integer = false;
+    }
+    if (integer) {
+        if (int_digits > 18) return false;
+        long v = 0;
+        std::from_chars(start, p_, v);
+        return r_.assign_number(v, static_cast<double>(v));
+    }
+    double d = 0;
+    const auto [end, ec] = std::from_chars(start, p_, d);
+    if (ec != std::errc{} || end != p_ || !(d > -1e18 && d < 1e18)) return false;
+    return r_.assign_number(static_cast<long>(d), d);
+}
+
+// memmem rather than string_view::find, which stops at every '"' of the text to compare.
+bool contains(std::string_view text, std::string_view word) noexcept {
+    return ::memmem(text.data(), text.size(), word.data(), word.size()) != nullptr;
+}
+
+}  // namespace
+
+bool may_carry_stats(std::string_view json) noexcept {
+    return contains(json, "\"timings\"") || contains(json, "\"usage\"");
+}
+
+std::optional<prompt_stats> find_prompt_stats(std::string_view text) {
+    stats_reader r;
+    if (!fast_scan(text, r).run()) {
+        r = stats_reader{};
+        if (!json::sax_parse(text, &r)) return std::nullopt;
+    }
+    if (!r.root_object) return std::nullopt;
+    if (r.timings.object && r.timings.has_prompt_n) {
         prompt_stats s;
-        s.cached = t->value("cache_n", 0L);
-        s.processed = t->value("prompt_n", 0L);
-        s.predicted = t->value("predicted_n", 0L);
-        s.prompt_ms = t->value("prompt_ms", 0.0);
+        s.cached = r.timings.cache_n.get_long();
+        s.processed = r.timings.prompt_n.get_long();
+        s.predicted = r.timings.predicted_n.get_long();
+        s.prompt_ms = r.timings.prompt_ms.get_double();
         return s;
     }
-    if (auto u = doc.find("usage"); u != doc.end() && u->is_object() && u->contains("prompt_tokens")) {
+    if (r.usage.object && r.usage.has_prompt_tokens) {
         prompt_stats s;
-        const long total = u->value("prompt_tokens", 0L);
-        if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object()) {
-            s.cached = d->value("cached_tokens", 0L);
-        }
-        s.processed = total - s.cached;
-        s.predicted = u->value("completion_tokens", 0L);
+        if (r.usage.details_object) s.cached = r.usage.cached_tokens.get_long();
+        s.processed = r.usage.prompt_tokens.get_long() - s.cached;
+        s.predicted = r.usage.completion_tokens.get_long();
         return s;
     }
     return std::nullopt;

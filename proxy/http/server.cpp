@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <system_error>
+#include <tuple>
 
 #include "api/errors.hpp"
 
@@ -22,7 +24,47 @@ bool expected_end(const error_code& ec) {
            ec == net::error::operation_aborted || ec == net::error::bad_descriptor;
 }
 
+void append_fields(std::string& head, const http::fields& fields) {
+    for (const auto& f : fields) {
+        head.append(f.name_string().data(), f.name_string().size());
+        head.append(": ", 2);
+        head.append(f.value().data(), f.value().size());
+        head.append("\r\n", 2);
+    }
+    head.append("\r\n", 2);
+}
+
 }  // namespace
+
+std::string serialized_head(const http::response_header<>& head) {
+    std::string out;
+    out.reserve(512);
+    out.append(head.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+    out.append(fmt::format("{:03d} ", head.result_int() % 1000));
+    out.append(head.reason().data(), head.reason().size());
+    out.append("\r\n", 2);
+    append_fields(out, head);
+    return out;
+}
+
+std::string serialized_last_chunk(const http::fields& trailers) {
+    std::string out = "0\r\n";
+    append_fields(out, trailers);
+    return out;
+}
+
+awaitable<error_code> write_message(beast::tcp_stream& stream,
+                                    const http::response<http::string_body>& m) {
+    error_code ec;
+    if (m.chunked() || (m.version() != 10 && m.version() != 11)) {
+        std::tie(ec, std::ignore) = co_await http::async_write(stream, m, nothrow);
+        co_return ec;
+    }
+    const std::string head = serialized_head(m.base());
+    const std::array<net::const_buffer, 2> buffers{net::buffer(head), net::buffer(m.body())};
+    std::tie(ec, std::ignore) = co_await net::async_write(stream, buffers, nothrow);
+    co_return ec;
+}
 
 workers::workers(std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -212,7 +254,7 @@ awaitable<error_code> write_json(beast::tcp_stream& stream, unsigned status, std
     res.body() = std::move(body);
     res.prepare_payload();
     stream.expires_after(timeout);
-    auto [ec, n] = co_await http::async_write(stream, res, nothrow);
+    const auto ec = co_await write_message(stream, res);
     stream.expires_never();
     co_return ec;
 }

@@ -84,6 +84,18 @@ private:
     std::atomic<bool> stopping_{false};
 };
 
+// Writes a response with a string body as one gather write (the serialized header, then the
+// body): the same bytes as http::async_write, without the cost of Beast's serializer (about
+// 20k instructions for a small message). Chunked responses still go through Beast. The
+// stream's deadline applies. Never throws.
+awaitable<error_code> write_message(beast::tcp_stream& stream,
+                                    const http::response<http::string_body>& message);
+
+// The bytes Beast's serializer writes for a response header: status line, fields, empty line.
+std::string serialized_head(const http::response_header<>& head);
+// The last chunk of a chunked body with its trailer fields, as Beast's chunk_last writes it.
+std::string serialized_last_chunk(const http::fields& trailers);
+
 // Writes a complete response with a JSON body (errors, health). Never throws.
 awaitable<error_code> write_json(beast::tcp_stream& stream, unsigned status, std::string body,
                                  bool keep_alive, const std::string& request_id,

@@ -75,15 +75,17 @@ ticket registry::reserve(const fingerprint* fp, std::string_view model,
 
 plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
                            bool allow_wait) const {
-    std::vector<backend_view> views;
-    views.reserve(backends_.size());
+    // Copy-assigned into the same vector every time: the slots' and levels' buffers are reused.
+    auto& views = views_;
+    views.resize(backends_.size());
     // A busy slot frees up no sooner than this: a saving smaller than a short wait is not
     // worth waiting for, even when the running request is already overdue.
     constexpr auto min_wait = std::chrono::milliseconds(10);
     double rate_sum = 0, tpb_sum = 0;
     int rates = 0, tpbs = 0;
-    for (const auto& b : backends_) {
-        views.push_back(b.view);
+    for (std::size_t i = 0; i < backends_.size(); ++i) {
+        const auto& b = backends_[i];
+        views[i] = b.view;
         if (b.rate_learned) rate_sum += b.view.prefill_tokens_per_second, ++rates;
         if (b.tpb_learned) tpb_sum += b.view.tokens_per_byte, ++tpbs;
     }
@@ -211,12 +213,13 @@ void registry::complete(const ticket& t, const fingerprint* fp,
 
 void registry::evicted(backend_state& b, const std::vector<prefix_level>& levels) {
     for (const auto& l : levels) {
-        evicted_.push_back(l.hash);
-        if (evicted_.size() > max_evicted) evicted_.pop_front();
+        // A ring: the newest hash replaces the oldest (the planner only tests membership).
+        if (evicted_view_.size() < max_evicted) evicted_view_.push_back(l.hash);
+        else evicted_view_[evicted_next_] = l.hash;
+        evicted_next_ = (evicted_next_ + 1) % max_evicted;
         b.evicted.push_back(l.hash);
         if (b.evicted.size() > max_evicted) b.evicted.pop_front();
     }
-    evicted_view_.assign(evicted_.begin(), evicted_.end());
 }
 
 // A miss goes back to the backend that held the prefix last, when it has an idle slot: its

@@ -125,8 +125,9 @@ private:
     mutable std::mutex mu_;
     planner_settings settings_;
     std::vector<backend_state> backends_;
-    std::deque<std::uint64_t> evicted_;
-    std::vector<std::uint64_t> evicted_view_;
+    std::vector<std::uint64_t> evicted_view_;  // the last max_evicted level hashes evicted
+    std::size_t evicted_next_ = 0;              // where the next one goes once it is full
+    mutable std::vector<backend_view> views_;   // the planner's working copy of the views (under mu_)
     counters counters_;
     std::uint64_t next_ticket_ = 1;
 };

@@ -1,13 +1,14 @@
 // Forwarding one request: plan -> prepare_slot -> forward -> relay -> record.
 //
 // The planner picks backend and slot from what the registry believes; a pinned request carries
-// `id_slot`. A watcher runs beside the exchange and closes the upstream socket as soon as the
-// client goes, so llama-server cancels the task and frees the slot. Failover happens only
-// before the first byte reached the client.
+// `id_slot`. A client_watch (relay.hpp) peeks at the client socket during the exchange and
+// closes the upstream socket as soon as the client goes, so llama-server cancels the task and
+// frees the slot. Failover happens only before the first byte reached the client.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <chrono>
 #include <limits>
 #include <string>
@@ -20,30 +21,9 @@
 namespace warmslot::service {
 namespace {
 
-using namespace net::experimental::awaitable_operators;
 using routing::clock;
 
 enum class attempt { relayed, stale_connection, backend_failed };
-
-// Watches the client socket without consuming bytes. Returns when the client disconnects
-// (after closing the upstream connection) or when cancelled because the relay finished.
-awaitable<void> watch_client(beast::tcp_stream* client, forward_state* st) {
-    char byte = 0;
-    auto [ec, n] = co_await client->socket().async_receive(
-        net::buffer(&byte, 1), net::socket_base::message_peek, nothrow);
-    if (ec == net::error::operation_aborted) co_return;
-    if (!ec && n > 0) {
-        // The client pipelined its next request: it is still there. Nothing more to watch.
-        net::steady_timer forever(client->get_executor(), clock::time_point::max());
-        co_await forever.async_wait(nothrow);
-        co_return;
-    }
-    st->client_gone = true;
-    if (st->current) {
-        error_code ignored;
-        st->current->stream.socket().close(ignored);
-    }
-}
 
 std::optional<routing::request_kind> kind_of(std::string_view target) {
     const auto path = api::path_of(target);
@@ -75,19 +55,27 @@ std::string prepared_body(const std::string& body, const nlohmann::json* parsed,
     return body.substr(0, brace + 1) + field + (empty_object ? "" : ",") + body.substr(brace + 1);
 }
 
-http::request<http::string_body> upstream_request(const http::request<http::string_body>& in,
-                                                  const config::backend& b, std::string body) {
-    http::request<http::string_body> out{in.method(), in.target(), 11};
+// The request line and headers sent to the backend: the client's end-to-end headers in their
+// order, then Host and, when the method or the body calls for it, Content-Length. The bytes
+// Beast writes for such a message after prepare_payload, without building one.
+std::string upstream_head(const http::request<http::string_body>& in, const config::backend& b,
+                          std::size_t body_size) {
+    std::string head;
+    head.reserve(512);
+    head.append(std::string_view(in.method_string())).append(" ");
+    head.append(std::string_view(in.target())).append(" HTTP/1.1\r\n");
     for (const auto& field : in) {
-        if (api::forward_request_header(std::string_view(field.name_string()))) {
-            out.insert(field.name_string(), field.value());
-        }
+        const std::string_view name(field.name_string());
+        if (!api::forward_request_header(name)) continue;
+        head.append(name).append(": ").append(std::string_view(field.value())).append("\r\n");
     }
-    out.set(http::field::host, b.host + ":" + std::to_string(b.port));
-    out.keep_alive(true);
-    out.body() = std::move(body);
-    out.prepare_payload();
-    return out;
+    head.append("Host: ").append(b.host).append(":").append(std::to_string(b.port)).append("\r\n");
+    const auto m = in.method();
+    if (body_size > 0 || m == http::verb::options || m == http::verb::put || m == http::verb::post) {
+        head.append("Content-Length: ").append(std::to_string(body_size)).append("\r\n");
+    }
+    head.append("\r\n");
+    return head;
 }
 
 std::string route_header(const routing::plan& p, long waited_ms) {
@@ -109,9 +97,10 @@ std::string route_header(const routing::plan& p, long waited_ms) {
 awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& up,
                                forward_state& st, outcome& out, const config::config& cfg,
                                const config::backend& b, std::string body, header_list extra) {
-    auto req = upstream_request(ex.request, b, std::move(body));
+    const std::string head = upstream_head(ex.request, b, body.size());
+    const std::array<net::const_buffer, 2> request{net::buffer(head), net::buffer(body)};
     up.stream.expires_after(cfg.timeouts.connect);
-    auto [ec, n] = co_await http::async_write(up.stream, req, nothrow);
+    auto [ec, n] = co_await net::async_write(up.stream, request, nothrow);
     http::response_parser<http::buffer_body> p;
     p.body_limit(std::numeric_limits<std::uint64_t>::max());
     if (!ec) {
@@ -209,6 +198,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                     st.last_error = ec;
                     break;
                 }
+                if (st.client_gone) break;  // left while we connected: send nothing
                 st.current = conn.get();
                 st.completed = false;
                 st.on_complete = [&, planned](const std::optional<api::prompt_stats>& stats) {
@@ -233,7 +223,10 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         }
         reg_.cancel(t);
     };
-    co_await (run() || watch_client(ex.client, &st));
+    {
+        client_watch watch(*ex.client, st);
+        co_await run();
+    }
     out.client_gone = st.client_gone;
     if (st.client_gone) {
         ex.keep_alive = false;

@@ -1,6 +1,7 @@
 #include "service/relay.hpp"
 
 #include <array>
+#include <cstdio>
 #include <string>
 
 #include "api/errors.hpp"
@@ -14,6 +15,7 @@ namespace {
 constexpr std::uint64_t max_buffered_body = 4 * 1024 * 1024;
 constexpr const char* cached_header = "X-Warmslot-Cached-Tokens";
 constexpr const char* processed_header = "X-Warmslot-Processed-Tokens";
+constexpr const char* trailer_names = "X-Warmslot-Cached-Tokens, X-Warmslot-Processed-Tokens";
 
 // Watches relayed SSE bytes for llama-server's timings; never changes them.
 class sse_stats {
@@ -34,17 +36,41 @@ private:
     std::vector<sse::event> events_;
 };
 
-template <typename Message>
-void copy_head(const http::response_header<>& from, Message& to, const header_list& extra,
-               const std::string& request_id) {
-    for (const auto& field : from) {
-        if (api::forward_response_header(std::string_view(field.name_string()))) {
-            to.insert(field.name_string(), field.value());
+// A client response head built as Beast builds one from the backend's end-to-end headers and
+// set() calls, without its field table: fields keep their order; set() drops every
+// earlier field of that name and appends. Views only: the caller keeps the values alive.
+class head_builder {
+public:
+    head_builder(const http::response_header<>& from, const header_list& extra,
+                 std::string_view request_id) : result_(from.result()) {
+        for (const auto& field : from) {
+            const std::string_view name(field.name_string());
+            if (api::forward_response_header(name)) fields_.emplace_back(name, field.value());
         }
+        for (const auto& [name, value] : extra) set(name, value);
+        set("X-Warmslot-Request-Id", request_id);
     }
-    for (const auto& [name, value] : extra) to.set(name, value);
-    to.set("X-Warmslot-Request-Id", request_id);
-}
+    void set(std::string_view name, std::string_view value) {
+        std::erase_if(fields_, [&](const auto& f) { return beast::iequals(f.first, name); });
+        fields_.emplace_back(name, value);
+    }
+    unsigned status() const { return static_cast<unsigned>(result_); }
+    std::string str() const {
+        http::response_header<> status_line;
+        status_line.result(result_);
+        status_line.version(11);
+        std::string head = http_server::serialized_head(status_line);
+        head.resize(head.size() - 2);  // the empty line: the fields come first
+        for (const auto& [name, value] : fields_) {
+            head.append(name).append(": ").append(value).append("\r\n");
+        }
+        return head.append("\r\n");
+    }
+
+private:
+    http::status result_;
+    std::vector<std::pair<std::string_view, std::string_view>> fields_;
+};
 
 void set_stats(http::fields& f, const std::optional<api::prompt_stats>& s) {
     if (!s) return;
@@ -65,30 +91,39 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
         co_return;
     }
     auto& in = whole.get();
-    http::response<http::string_body> res{in.result(), 11};
-    copy_head(in.base(), res, extra, ex.id);
+    head_builder res(in.base(), extra, ex.id);
     out.stats = api::may_carry_stats(in.body()) ? api::find_prompt_stats(in.body()) : std::nullopt;
     st.complete(out.stats);
-    set_stats(res.base(), out.stats);
-    res.keep_alive(ex.keep_alive);
-    res.body() = std::move(in.body());
-    res.prepare_payload();
-    out.status = res.result_int();
-    out.bytes_out = res.body().size();
+    // The same order of set() calls as before: stats, keep-alive, then prepare_payload's length.
+    const std::string cached = out.stats ? std::to_string(out.stats->cached) : "";
+    const std::string processed = out.stats ? std::to_string(out.stats->processed) : "";
+    if (out.stats) res.set(cached_header, cached), res.set(processed_header, processed);
+    if (!ex.keep_alive) res.set("Connection", "close");
+    const std::string length = std::to_string(in.body().size());
+    res.set("Content-Length", length);
+    const std::string head = res.str();
+    out.status = res.status();
+    out.bytes_out = in.body().size();
     st.headers_sent = true;
     st.upstream_reusable = whole.keep_alive();
     ex.client->expires_after(cfg.timeouts.stream_idle);
-    std::tie(ec, n) = co_await http::async_write(*ex.client, res, nothrow);
+    const std::array<net::const_buffer, 2> response{net::buffer(head), net::buffer(in.body())};
+    std::tie(ec, n) = co_await net::async_write(*ex.client, response, nothrow);
     if (ec) ex.keep_alive = false;
 }
 
-// Writes one piece of body to the client in the response's framing.
+// Writes one piece of body to the client in the response's framing: a chunk is its size in
+// hex, CRLF, the bytes, CRLF (as Beast's make_chunk writes it, without its buffer views).
 awaitable<error_code> write_piece(beast::tcp_stream& client, bool chunked, const char* data,
                                   std::size_t n) {
     error_code ec;
     if (chunked) {
-        std::tie(ec, std::ignore) =
-            co_await net::async_write(client, http::make_chunk(net::buffer(data, n)), nothrow);
+        char size[24];
+        const int length = std::snprintf(size, sizeof size, "%zx\r\n", n);
+        const std::array<net::const_buffer, 3> chunk{
+            net::buffer(size, static_cast<std::size_t>(length)), net::buffer(data, n),
+            net::buffer("\r\n", 2)};
+        std::tie(ec, std::ignore) = co_await net::async_write(client, chunk, nothrow);
     } else {
         std::tie(ec, std::ignore) = co_await net::async_write(client, net::buffer(data, n), nothrow);
     }
@@ -119,6 +154,33 @@ std::size_t take_buffered(http::response_parser<http::buffer_body>& p, beast::fl
 
 }  // namespace
 
+struct client_watch::shared {
+    forward_state* st = nullptr;  // null once the watch is over
+    char byte = 0;
+};
+
+client_watch::client_watch(beast::tcp_stream& client, forward_state& st)
+    : client_(client), shared_(std::make_shared<shared>()) {
+    shared_->st = &st;
+    client_.socket().async_receive(
+        net::buffer(&shared_->byte, 1), net::socket_base::message_peek,
+        [s = shared_](const error_code& ec, std::size_t n) {
+            if (!s->st || ec == net::error::operation_aborted) return;
+            if (!ec && n > 0) return;  // the client pipelined its next request
+            s->st->client_gone = true;
+            if (s->st->current) {
+                error_code ignored;
+                s->st->current->stream.socket().close(ignored);
+            }
+        });
+}
+
+client_watch::~client_watch() {
+    shared_->st = nullptr;
+    error_code ignored;
+    client_.socket().cancel(ignored);  // the exchange is over: only the peek is pending
+}
+
 awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
                       http::response_parser<http::buffer_body>& p, forward_state& st,
                       outcome& out, const config::config& cfg, const header_list& extra) {
@@ -128,21 +190,21 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
     if (!sse && length && !p.chunked() && *length <= max_buffered_body) {
         co_return co_await relay_buffered(ex, up, p, st, out, cfg, extra);
     }
-    http::response<http::empty_body> res{head.result(), 11};
-    copy_head(head.base(), res, extra, ex.id);
+    head_builder res(head.base(), extra, ex.id);
     const bool chunked = !length || p.chunked();
+    const std::string length_text = length ? std::to_string(*length) : "";
     if (chunked) {
-        res.chunked(true);
-        res.set(http::field::trailer, std::string(cached_header) + ", " + processed_header);
+        res.set("Transfer-Encoding", "chunked");
+        res.set("Trailer", trailer_names);
     } else {
-        res.content_length(*length);
+        res.set("Content-Length", length_text);
     }
-    res.keep_alive(ex.keep_alive);
-    out.status = res.result_int();
+    if (!ex.keep_alive) res.set("Connection", "close");
+    out.status = res.status();
     out.streamed = sse;
-    http::response_serializer<http::empty_body> sr{res};
+    const std::string head_bytes = res.str();
     ex.client->expires_after(cfg.timeouts.stream_idle);
-    auto [wec, wn] = co_await http::async_write_header(*ex.client, sr, nothrow);
+    auto [wec, wn] = co_await net::async_write(*ex.client, net::buffer(head_bytes), nothrow);
     st.headers_sent = true;
     if (wec) co_return void(ex.keep_alive = false);
 
@@ -189,7 +251,8 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
         http::fields trailers;
         set_stats(trailers, out.stats);
         ex.client->expires_after(cfg.timeouts.stream_idle);
-        std::tie(wec, wn) = co_await net::async_write(*ex.client, http::make_chunk_last(trailers), nothrow);
+        const std::string last = http_server::serialized_last_chunk(trailers);
+        std::tie(wec, wn) = co_await net::async_write(*ex.client, net::buffer(last), nothrow);
         if (wec) ex.keep_alive = false;
     }
     st.upstream_reusable = !rec && p.is_done() && p.keep_alive();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,6 +37,25 @@ struct forward_state {
 };
 
 using header_list = std::vector<std::pair<std::string, std::string>>;
+
+// Watches the client socket without consuming bytes while an exchange runs. When the client
+// disconnects, it sets `client_gone` and closes the upstream connection in use, so
+// llama-server cancels the task at once and the forwarding code stops at its next step. A
+// client that pipelines its next request is still there: watching ends. A plain completion
+// handler rather than a coroutine beside the exchange: one socket operation per request.
+// Lives on the exchange's worker; after destruction it never touches `st` again.
+class client_watch {
+public:
+    client_watch(beast::tcp_stream& client, forward_state& st);
+    ~client_watch();
+    client_watch(const client_watch&) = delete;
+    client_watch& operator=(const client_watch&) = delete;
+
+private:
+    struct shared;  // outlives the watch until the pending peek completes
+    beast::tcp_stream& client_;
+    std::shared_ptr<shared> shared_;
+};
 
 // Relays the response whose headers `p` has read. Small non-streamed bodies are read whole
 // first, so what the cache did goes into response headers; streamed bodies are copied chunk by

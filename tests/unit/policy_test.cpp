@@ -246,6 +246,36 @@ TEST_CASE("find_prompt_stats: /completion final stop event") {
                 {27, 3, 8, 1.25});
 }
 
+TEST_CASE("find_prompt_stats: only the top-level objects count, the last duplicate wins") {
+    // "timings" nested in a choice or as a string value is not the response's timings
+    check_stats(R"({"choices":[{"timings":{"cache_n":1,"prompt_n":1}}],"note":"timings",)"
+                R"("usage":{"prompt_tokens":6,"completion_tokens":2}})",
+                {0, 6, 2});
+    check_stats(R"({"timings":{"cache_n":1,"prompt_n":1},"timings":{"cache_n":4,"prompt_n":5}})",
+                {4, 5, 0});
+    check_stats(R"({"timings":{"cache_n":1,"prompt_n":2,"cache_n":3,"extra":{"prompt_n":9}}})",
+                {3, 2, 0});
+    check_stats(R"({"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":4},)"
+                R"("prompt_tokens_details":null}})",
+                {0, 9, 0});
+    // numbers of another kind convert as json::value() converts them; other types read as 0
+    check_stats(R"({"timings":{"cache_n":2.9,"prompt_n":"7","prompt_ms":3,"predicted_n":[1]}})",
+                {2, 0, 0, 3.0});
+}
+
+TEST_CASE("find_prompt_stats: escapes, exponents, unicode and deep nesting read alike") {
+    check_stats(R"({"usage":null,"\u0074imings":{"prompt_n":3,"cache_n":1e1,"prompt_ms":2.5E-1}})",
+                {10, 3, 0, 0.25});
+    check_stats(R"({"content":"caf\u00e9 \"q\" \\ \n","timings":{"prompt_n":-2,"cache_n":0}})",
+                {0, -2, 0});
+    check_stats("{\"content\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\",\"timings\":{\"prompt_n\":4}}",
+                {0, 4, 0});
+    std::string deep = R"({"timings":{"prompt_n":5},"x":)";
+    for (int i = 0; i < 100; ++i) deep += "[";
+    for (int i = 0; i < 100; ++i) deep += "]";
+    check_stats(deep + "}", {0, 5, 0});
+}
+
 TEST_CASE("find_prompt_stats: no stats") {
     const std::vector<std::string_view> none = {
         "",
@@ -256,6 +286,15 @@ TEST_CASE("find_prompt_stats: no stats") {
         R"({"choices":[{"delta":{"content":"tok"}}]})",
         R"({"timings":"soon","usage":null})",
         R"({"timings":{},"usage":{}})",
+        R"({"timings":{"prompt_n":1},"timings":[]})",
+        "{\"content\":\"\xc3\x28\",\"timings\":{\"prompt_n\":1}}",  // bad UTF-8
+        "{\"content\":\"\xed\xa0\x80\",\"timings\":{\"prompt_n\":1}}",  // a surrogate
+        "{\"content\":\"a\tb\",\"timings\":{\"prompt_n\":1}}",        // raw control char
+        R"({"content":"\ud800","timings":{"prompt_n":1}})",          // lone surrogate escape
+        R"({"timings":{"prompt_n":01}})",
+        R"({"timings":{"prompt_n":1.}})",
+        R"({"timings":{"prompt_n":1},})",
+        R"({"timings":{"cache_n":5,"prompt_n":7}} trailing)",
         R"(42)",
     };
     for (const auto json : none) {
