@@ -100,6 +100,7 @@ void supervisor::tick(const config::config& cfg, clock::time_point now) {
             }
         }
         const std::size_t in_flight = i < views.size() ? views[i].in_flight : 0;
+        if (in_flight > 0) c.last_use = now;  // idle time counts from the end of the last request
         if (c.proc && b.retired) {
             c.stopping = true;
             net::co_spawn(ex_, save_and_stop(idx, "removed from the config"), net::detached);
