@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -90,7 +91,7 @@ http::request<http::string_body> upstream_request(const http::request<http::stri
     return out;
 }
 
-std::string route_header(const routing::plan& p, long waited_ms) {
+std::string route_header(const routing::plan& p, std::int64_t waited_ms) {
     switch (p.why) {
         case routing::route::hit: return "hit";
         case routing::route::wait_hit: return fmt::format("hit; waited_ms={}", waited_ms);
@@ -173,7 +174,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     }
     forward_state st;
     auto& pool = *pools_[ex.worker];
-    long waited_ms = 0;
+    std::int64_t waited_ms = 0;
     auto run = [&]() -> awaitable<void> {
         if (t.p.why == routing::route::wait_hit) {
             const auto start = clock::now();
