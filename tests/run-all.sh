@@ -3,6 +3,8 @@
 #   unit and component tests (ctest), then the integration tests against real llama-server
 #   processes on generated models (node --test). The first run also builds the pinned
 #   llama-server (about 6-10 minutes on 2 cores); later runs reuse it from the cache.
+#   warmslot.exe is cross-built for Windows and smoke-tested under wine (windows.test.mjs);
+#   WARMSLOT_SKIP_WINDOWS=1 skips that build (the test then reports itself skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +12,9 @@ bash deploy/install-deps.sh
 build=${WARMSLOT_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWARMSLOT_WERROR=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
+if [ "${WARMSLOT_SKIP_WINDOWS:-0}" != 1 ]; then
+  bash deploy/windows/cross-build.sh >/dev/null
+fi
 
 bash tests/llama/llama-server.sh >/dev/null
 for arch in llama qwen35 gemma2; do bash tests/models/models.sh "$arch" >/dev/null; done

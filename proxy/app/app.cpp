@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "app/file_watch.hpp"
 #include "app/sd_notify.hpp"
+#include "app/signals.hpp"
 #include "app/supervisor.hpp"
 #include "config/reload.hpp"
 #include "config/source.hpp"
@@ -96,6 +98,7 @@ private:
     service::pipeline pipeline_;
     http_server::server server_;
     net::signal_set signals_;
+    const std::optional<int> reload_signal_ = reload_signal();  // SIGHUP; none on Windows
     upstream::pool save_pool_;            // slot saves before a stop, on control_
     supervisor supervisor_;
     std::unique_ptr<file_watch> watch_;
@@ -103,13 +106,12 @@ private:
 
 int runtime::run() {
     server_.listen();
-    signals_.add(SIGINT);
-    signals_.add(SIGTERM);
-    signals_.add(SIGHUP);
+    for (const int sig : stop_signals()) signals_.add(sig);
+    if (reload_signal_) signals_.add(*reload_signal_);
     std::function<void(const error_code&, int)> on = [this, &on](const error_code& ec, int sig) {
         if (ec) return;
         on_signal(sig);
-        if (sig == SIGHUP) signals_.async_wait(on);
+        if (sig == reload_signal_) signals_.async_wait(on);
     };
     signals_.async_wait(on);
     const auto cfg = src_.current();
@@ -132,7 +134,7 @@ int runtime::run() {
 }
 
 void runtime::on_signal(int sig) {
-    if (sig == SIGHUP) {
+    if (sig == reload_signal_) {
         net::post(control_, [this] { reload("SIGHUP"); });
         return;
     }

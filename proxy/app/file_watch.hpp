@@ -1,5 +1,6 @@
 // Watches one file (the config) and reports when its content may have changed. Platform seam,
-// no Asio: inotify on Linux with a polling fallback.
+// no Asio: inotify on Linux with a polling fallback; polling only on Windows
+// (file_watch_windows.cpp).
 //
 // inotify watches the file's DIRECTORY, not the file: editors save by writing a new file and
 // renaming it over the old one, and Kubernetes ConfigMaps swap a `..data` symlink, so a watch on

@@ -219,8 +219,9 @@ index::index(const std::filesystem::path& db_path, std::filesystem::path slot_di
 index::~index() { sqlite3_close_v2(db_); }
 
 void index::open() {
-    if (sqlite3_open_v2(db_path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                        nullptr) != SQLITE_OK) {
+    const auto utf8 = db_path_.u8string();  // SQLite takes UTF-8 paths on every platform
+    if (sqlite3_open_v2(reinterpret_cast<const char*>(utf8.c_str()), &db_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
         fail(db_, db_path_, "open");
     }
     if (sqlite3_busy_timeout(db_, 5000) != SQLITE_OK) fail(db_, db_path_, "set busy_timeout");

@@ -1,9 +1,6 @@
 #include "config/address.hpp"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
-#include <array>
 #include <charconv>
 
 namespace warmslot::config::detail {
@@ -15,6 +12,61 @@ bool is_digits(std::string_view text) {
     return !text.empty() && std::all_of(text.begin(), text.end(), is_digit);
 }
 
+// Dotted-quad IPv4 in the strict form inet_pton accepts: four decimal parts 0..255, no
+// leading zeros.
+bool is_ipv4_literal(std::string_view host) {
+    int parts = 0;
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t dot = host.find('.', start);
+        const auto part = host.substr(start, dot == std::string_view::npos ? dot : dot - start);
+        if (!is_digits(part) || part.size() > 3 || (part.size() > 1 && part[0] == '0')) {
+            return false;
+        }
+        unsigned value = 0;
+        std::from_chars(part.data(), part.data() + part.size(), value);
+        if (value > 255 || ++parts > 4) return false;
+        if (dot == std::string_view::npos) return parts == 4;
+        start = dot + 1;
+    }
+}
+
+bool is_hex_group(std::string_view group) {
+    return !group.empty() && group.size() <= 4 &&
+           std::all_of(group.begin(), group.end(), [](char c) {
+               return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+           });
+}
+
+// IPv6 text form (RFC 4291 2.2): eight hex groups, at most one "::" for a run of zero
+// groups, optionally ending in a dotted-quad IPv4 address that counts as two groups.
+bool is_ipv6_literal(std::string_view host) {
+    const std::size_t gap = host.find("::");
+    if (gap != std::string_view::npos && host.find("::", gap + 1) != std::string_view::npos) {
+        return false;
+    }
+    int groups = 0;
+    auto count = [&groups](std::string_view side, bool last) {
+        if (side.empty()) return true;
+        std::size_t start = 0;
+        while (true) {
+            const std::size_t colon = side.find(':', start);
+            const auto group = side.substr(start, colon == std::string_view::npos ? colon
+                                                                                  : colon - start);
+            if (colon == std::string_view::npos && last && group.find('.') != group.npos) {
+                groups += 2;
+                return is_ipv4_literal(group);
+            }
+            if (!is_hex_group(group)) return false;
+            ++groups;
+            if (colon == std::string_view::npos) return true;
+            start = colon + 1;
+        }
+    };
+    if (gap == std::string_view::npos) return count(host, true) && groups == 8;
+    return count(host.substr(0, gap), false) && count(host.substr(gap + 2), true) && groups <= 7;
+}
+
 namespace {
 
 // Parses "<min>".."65535"; std::nullopt for anything else.
@@ -24,11 +76,6 @@ std::optional<std::uint16_t> parse_port(std::string_view text, unsigned min) {
     std::from_chars(text.data(), text.data() + text.size(), value);
     if (value < min || value > 65535) return std::nullopt;
     return static_cast<std::uint16_t>(value);
-}
-
-bool is_ip_literal(const std::string& host, int family) {
-    std::array<unsigned char, 16> buffer{};
-    return inet_pton(family, host.c_str(), buffer.data()) == 1;
 }
 
 bool is_dns_name(std::string_view host) {
@@ -69,7 +116,7 @@ std::optional<std::string> split_host_port(std::string_view text, address_rules 
         const std::size_t close = text.find(']');
         if (close == std::string_view::npos) return "missing ']' after the IPv6 address";
         out.host = std::string(text.substr(1, close - 1));
-        if (!is_ip_literal(out.host, AF_INET6)) return "invalid IPv6 address in brackets";
+        if (!is_ipv6_literal(out.host)) return "invalid IPv6 address in brackets";
         rest = text.substr(close + 1);
     } else {
         const std::size_t colon = text.find(':');
@@ -77,7 +124,7 @@ std::optional<std::string> split_host_port(std::string_view text, address_rules 
         if (colon != std::string_view::npos && text.find(':', colon + 1) != std::string_view::npos)
             return "an IPv6 address needs brackets, e.g. [::1]:8080";
         if (out.host.empty()) return "missing host";
-        const bool ok = is_ip_literal(out.host, AF_INET) || out.host == "localhost" ||
+        const bool ok = is_ipv4_literal(out.host) || out.host == "localhost" ||
                         (rules.names_allowed && is_dns_name(out.host));
         if (!ok) {
             return rules.names_allowed

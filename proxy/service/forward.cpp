@@ -10,6 +10,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -78,7 +79,7 @@ std::string upstream_head(const http::request<http::string_body>& in, const conf
     return head;
 }
 
-std::string route_header(const routing::plan& p, long waited_ms) {
+std::string route_header(const routing::plan& p, std::int64_t waited_ms) {
     switch (p.why) {
         case routing::route::hit: return "hit";
         case routing::route::wait_hit: return fmt::format("hit; waited_ms={}", waited_ms);
@@ -162,7 +163,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     }
     forward_state st;
     auto& pool = *pools_[ex.worker];
-    long waited_ms = 0;
+    std::int64_t waited_ms = 0;
     auto run = [&]() -> awaitable<void> {
         if (t.p.why == routing::route::wait_hit) {
             const auto start = clock::now();

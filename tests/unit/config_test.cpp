@@ -1,4 +1,5 @@
 #include "config/config.hpp"
+#include "config/address.hpp"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -588,4 +589,34 @@ TEST_CASE("config: rewrite is validated strictly") {
         {head + "  memory: 1KiB\n", "rewrite.memory", 5, "must be from"},
     };
     for (const bad_case& c : cases) check_rejected(c);
+}
+
+TEST_CASE("config: IP literals are recognized like inet_pton does") {
+    struct row {
+        std::string_view text;
+        bool v4;
+        bool v6;
+    };
+    const row rows[] = {
+        {"127.0.0.1", true, false},       {"0.0.0.0", true, false},
+        {"255.255.255.255", true, false}, {"256.0.0.1", false, false},
+        {"1.2.3", false, false},          {"1.2.3.4.5", false, false},
+        {"01.2.3.4", false, false},       {"1..3.4", false, false},
+        {"1.2.3.4.", false, false},       {"", false, false},
+        {"::", false, true},              {"::1", false, true},
+        {"fe80::1:2", false, true},       {"1:2:3:4:5:6:7:8", false, true},
+        {"1:2:3:4:5:6:7::", false, true}, {"::ffff:127.0.0.1", false, true},
+        {"1:2:3:4:5:6:1.2.3.4", false, true},
+        {"1:2:3:4:5:6:7", false, false},  {"1:2:3:4:5:6:7:8:9", false, false},
+        {"1::2::3", false, false},        {"12345::", false, false},
+        {"g::1", false, false},           {":1::", false, false},
+        {"1::2:", false, false},          {"1.2.3.4::", false, false},
+        {"::1.2.3", false, false},        {"1:2:3:4:5:6:7:1.2.3.4", false, false},
+        {"nope", false, false},
+    };
+    for (const auto& r : rows) {
+        CAPTURE(r.text);
+        CHECK(cfg::detail::is_ipv4_literal(r.text) == r.v4);
+        CHECK(cfg::detail::is_ipv6_literal(r.text) == r.v6);
+    }
 }

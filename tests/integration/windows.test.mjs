@@ -1,0 +1,76 @@
+// warmslot.exe (deploy/windows/cross-build.sh) under wine: check-config on the shipped example,
+// and a server that answers /health and proxies a chat request to a Linux llama-server on
+// loopback. Skipped, with the reason, when the exe was not built or wine is missing.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { repoRoot, startProcess, tempDir, waitFor } from './lib/procs.mjs';
+import { getJson, postJson, startLlama } from './lib/llama.mjs';
+import { yamlConfig } from './lib/warmslot.mjs';
+
+const exe = process.env.WARMSLOT_WIN_EXE ?? path.join(repoRoot, 'build-windows/proxy/warmslot.exe');
+const wine = spawnSync('sh', ['-c', 'command -v wine'], { encoding: 'utf8' }).stdout.trim();
+const skip = !fs.existsSync(exe)
+  ? `${exe} was not built (run deploy/windows/cross-build.sh)`
+  : !wine ? 'wine is not installed (deploy/windows/cross-build.sh installs it)' : false;
+
+// One wine prefix for every run: creating one takes a while.
+const cache = process.env.WARMSLOT_CACHE
+  ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'warmslot');
+const wineEnv = {
+  WINEPREFIX: process.env.WINEPREFIX ?? path.join(cache, 'wine-prefix'),
+  WINEDEBUG: '-all', WINEDLLOVERRIDES: 'mscoree,mshtml=',
+};
+// Windows sees the Linux file system as drive Z:.
+const winPath = (p) => `Z:${p.replaceAll('/', '\\')}`;
+const runExe = (args, env = {}) => spawnSync(wine, [exe, ...args],
+  { encoding: 'utf8', env: { ...process.env, ...wineEnv, ...env }, timeout: 120000 });
+
+test('warmslot.exe check-config accepts the example and rejects a bad file', { skip }, () => {
+  const example = winPath(path.join(repoRoot, 'config/warmslot.example.yaml'));
+  const ok = runExe(['check-config', example], { WARMSLOT_API_KEY: 'a-long-enough-key' });
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.match(ok.stdout, /: ok \(2 backends\)/);
+  const dir = tempDir('win');
+  const bad = path.join(dir, 'bad.yaml');
+  fs.writeFileSync(bad, 'backends:\n  - name: a\n    url: http://127.0.0.1:1\nlimits:\n  max_body: 1MiB\n');
+  const r = runExe(['check-config', winPath(bad)]);
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /:5: limits\.max_body: unknown key/);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('warmslot.exe serves /health and proxies a chat request to llama-server', { skip }, async () => {
+  const llama = await startLlama({ slots: 2, ctx: 4096 });
+  const dir = tempDir('win');
+  const config = path.join(dir, 'warmslot.yaml');
+  fs.writeFileSync(config, yamlConfig({ backends: [{ name: 'a', url: llama.url }] }));
+  const logFile = path.join(dir, 'warmslot.log');
+  const proc = startProcess(wine, [exe, '--config', winPath(config)],
+    { logFile, env: wineEnv });
+  try {
+    const url = await waitFor('warmslot.exe to listen', () => {
+      if (!proc.running) throw new Error(`warmslot.exe exited: ${fs.readFileSync(logFile, 'utf8')}`);
+      return fs.readFileSync(logFile, 'utf8').match(/warmslot listening on (http:\/\/\S+)/)?.[1];
+    }, 120000, 50);
+    const health = await getJson(`${url}/health`);
+    assert.equal(health.status, 200, JSON.stringify(health.body));
+    const chat = await postJson(`${url}/v1/chat/completions`, {
+      messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 8,
+    });
+    assert.equal(chat.status, 200, JSON.stringify(chat.body));
+    assert.equal(chat.body.object, 'chat.completion');
+    assert.ok(chat.body.usage.prompt_tokens > 0);
+    // Ctrl-C (wine turns SIGINT into a console control event): the graceful stop.
+    const r = await proc.stop('SIGINT', 30000);
+    assert.equal(r.code, 0, `${JSON.stringify(r)}\n${fs.readFileSync(logFile, 'utf8')}`);
+    assert.match(fs.readFileSync(logFile, 'utf8'), /stopped/);
+  } finally {
+    await proc.stop('SIGKILL');
+    await llama.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
