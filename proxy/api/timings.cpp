@@ -328,9 +328,21 @@ bool fast_scan::number() {
     return r_.assign_number(static_cast<long>(d), d);
 }
 
-// memmem rather than string_view::find, which stops at every '"' of the text to compare.
+// memchr on the word's second character rather than string_view::find, which stops at every
+// '"' of the text to compare (keys start with one). Portable: memmem is a GNU extension.
 bool contains(std::string_view text, std::string_view word) noexcept {
-    return ::memmem(text.data(), text.size(), word.data(), word.size()) != nullptr;
+    if (word.empty()) return true;
+    if (text.size() < word.size()) return false;
+    const std::size_t k = word.size() > 1 ? 1 : 0;  // the anchor's place in the word
+    const char* p = text.data() + k;
+    const char* const last = text.data() + (text.size() - word.size()) + k;  // last anchor spot
+    while (p <= last) {
+        p = static_cast<const char*>(std::memchr(p, word[k], static_cast<std::size_t>(last - p) + 1));
+        if (p == nullptr) return false;
+        if (std::memcmp(p - k, word.data(), word.size()) == 0) return true;
+        ++p;
+    }
+    return false;
 }
 
 }  // namespace
