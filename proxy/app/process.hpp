@@ -1,5 +1,5 @@
 // Child processes: start a program from an argv list, watch it, stop it. Platform seam: the
-// interface knows nothing of POSIX (a Windows implementation would provide the same factory);
+// interface knows nothing of POSIX;
 // process_posix.cpp implements it with posix_spawn and process groups, process_windows.cpp with
 // CreateProcessW and a job object. No Asio.
 //
