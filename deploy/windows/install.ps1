@@ -46,7 +46,8 @@ if (-not (Get-Service -Name $name -ErrorAction SilentlyContinue)) {
     New-Service @params | Out-Null
     # Restart after 5 s, then after 30 s twice; forget failures after a day.
     sc.exe failure $name reset= 86400 actions= restart/5000/restart/30000/restart/30000 | Out-Null
-    # Graceful stop needs time to drain streams and save slots: allow it at shutdown too.
+    # Also recover when warmslot stops with an error (a bad config after a reboot), not only
+    # when the process dies.
     sc.exe failureflag $name 1 | Out-Null
     if (-not [System.Diagnostics.EventLog]::SourceExists($name)) {
         New-EventLog -LogName Application -Source $name
