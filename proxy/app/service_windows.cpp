@@ -2,7 +2,6 @@
 #include <spdlog/spdlog.h>
 #include <windows.h>
 
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -116,7 +115,8 @@ void register_event_source() {
     ::RegCloseKey(key);
 }
 
-// Restart after 5 s, twice more after 30 s; the failure count resets after a day.
+// Restart after 5 s, twice more after 30 s; the failure count resets after a day. A minute to
+// stop at a system shutdown.
 void set_recovery(SC_HANDLE service) {
     SC_ACTION actions[] = {
         {SC_ACTION_RESTART, 5000}, {SC_ACTION_RESTART, 30000}, {SC_ACTION_RESTART, 30000}};
@@ -125,6 +125,8 @@ void set_recovery(SC_HANDLE service) {
     failure.cActions = 3;
     failure.lpsaActions = actions;
     ::ChangeServiceConfig2W(service, SERVICE_CONFIG_FAILURE_ACTIONS, &failure);
+    SERVICE_PRESHUTDOWN_INFO preshutdown{60000};  // time to drain and save slots
+    ::ChangeServiceConfig2W(service, SERVICE_CONFIG_PRESHUTDOWN_INFO, &preshutdown);
     wchar_t description[] = L"Caching reverse proxy for llama-server";
     SERVICE_DESCRIPTIONW d{description};
     ::ChangeServiceConfig2W(service, SERVICE_CONFIG_DESCRIPTION, &d);
@@ -193,13 +195,14 @@ int control(bool start) {
 SERVICE_STATUS_HANDLE status_handle = nullptr;
 SERVICE_STATUS current{};
 service_paths run_paths;
-std::atomic<bool> stop_requested{false};
 
 void report(DWORD state, DWORD exit_code = NO_ERROR, DWORD wait_hint_ms = 0) {
     current.dwServiceType = SERVICE_WIN32_OWN_PROCESS;
     current.dwCurrentState = state;
     current.dwControlsAccepted =
-        state == SERVICE_RUNNING ? SERVICE_ACCEPT_STOP | SERVICE_ACCEPT_SHUTDOWN : 0;
+        state == SERVICE_RUNNING
+            ? SERVICE_ACCEPT_STOP | SERVICE_ACCEPT_PRESHUTDOWN | SERVICE_ACCEPT_SHUTDOWN
+            : 0;
     current.dwWin32ExitCode = exit_code;
     current.dwWaitHint = wait_hint_ms;
     current.dwCheckPoint =
@@ -208,9 +211,11 @@ void report(DWORD state, DWORD exit_code = NO_ERROR, DWORD wait_hint_ms = 0) {
 }
 
 DWORD WINAPI on_control(DWORD control, DWORD, void*, void*) {
-    if (control == SERVICE_CONTROL_STOP || control == SERVICE_CONTROL_SHUTDOWN) {
+    // Pre-shutdown comes first at a system shutdown and may take up to the pre-shutdown timeout
+    // (set by install); shutdown alone allows only a few seconds.
+    if (control == SERVICE_CONTROL_STOP || control == SERVICE_CONTROL_PRESHUTDOWN ||
+        control == SERVICE_CONTROL_SHUTDOWN) {
         report(SERVICE_STOP_PENDING, NO_ERROR, 60000);
-        stop_requested = true;
         std::raise(SIGTERM);  // app.cpp's signal_set: the same graceful stop as on Linux
         return NO_ERROR;
     }
