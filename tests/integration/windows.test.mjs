@@ -91,6 +91,7 @@ test('warmslot.exe service install, start, stop and uninstall under wine\'s serv
   const svc = (...args) => runExe(['service', ...args]);
   // wine's service manager may already have started the AUTO_START service when it booted;
   // `service start` then reports it running all the same.
+  svc('uninstall');  // the wine prefix persists: drop what an interrupted run may have left
   let installed;
   try {
     installed = svc('install', '--config', winPath(config), '--log', winPath(logFile));
