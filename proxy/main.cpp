@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "app/app.hpp"
+#include "app/service.hpp"
 #include "app/warm_command.hpp"
 #include "config/config.hpp"
 
@@ -15,6 +16,7 @@ int usage(int code) {
                "       warmslot check-config FILE\n"
                "       warmslot warm --model M --system FILE [--doc FILE ...]\n"
                "                     [--url http://127.0.0.1:8080] [--api-key-env VAR]\n"
+               "       warmslot service install|uninstall|start|stop   (Windows)\n"
                "       warmslot --version\n", code == 0 ? stdout : stderr);
     return code;
 }
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (cmd == "--help" || cmd == "-h") return usage(0);
+        if (cmd == "service") return warmslot::app::service_command({argv + 2, argv + argc});
         if (cmd == "warm") return warmslot::app::warm_command({argv + 2, argv + argc});
         if (argc == 3 && cmd == "check-config") {
             const auto cfg = warmslot::config::load_file(argv[2]);

@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 triple=x86_64-w64-mingw32
-key=bookworm-1  # bump when the packages, versions or flags below change
+key=bookworm-2  # bump when the packages, versions or flags below change
 cache="${WARMSLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmslot}"
 dir="$cache/windows-deps-$key"
 prefix="$dir/prefix"
@@ -29,7 +29,7 @@ log() { echo "windows: $*" >&2; }
 
 install_packages() {
   local packages=(clang lld cmake ninja-build dpkg-dev tcl libboost1.81-dev nlohmann-json3-dev
-    g++-mingw-w64-x86-64-posix mingw-w64-tools wine64 wine) missing=() p sudo=""
+    g++-mingw-w64-x86-64-posix wine64 wine) missing=() p sudo=""
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
   done

@@ -1,5 +1,6 @@
 #include "app/app.hpp"
 
+#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -29,15 +30,21 @@
 namespace warmslot::app {
 namespace {
 
-void setup_logging(const config::config& cfg) {
-    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+void setup_logging(const config::config& cfg, const run_options& options) {
+    std::vector<spdlog::sink_ptr> sinks{std::make_shared<spdlog::sinks::stderr_color_sink_mt>()};
+    if (!options.log_file.empty()) {
+        sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
+            options.log_file, std::size_t{10} << 20, 5));
+    }
     for (const char* name : {"warmslot", "http", "access", "routing", "cache", "rewrite"}) {
         if (spdlog::get(name)) continue;
-        spdlog::register_logger(std::make_shared<spdlog::logger>(name, sink));
+        spdlog::register_logger(std::make_shared<spdlog::logger>(name, sinks.begin(), sinks.end()));
     }
     spdlog::set_default_logger(spdlog::get("warmslot"));
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %n: %v");
     spdlog::set_level(spdlog::level::from_str(cfg.log.level));
+    // A service's log file is its only console: write each line through.
+    if (!options.log_file.empty()) spdlog::flush_on(spdlog::level::trace);
 }
 
 routing::planner_settings planner_settings(const config::routing_settings& r) {
@@ -223,8 +230,8 @@ void runtime::reload(const char* why) {
 
 }  // namespace
 
-int run(const std::string& path, config::config cfg) {
-    setup_logging(cfg);
+int run(const std::string& path, config::config cfg, const run_options& options) {
+    setup_logging(cfg, options);
     assign_ports(cfg);
     runtime rt(path, std::move(cfg));
     return rt.run();

@@ -1,8 +1,8 @@
 // Windows implementation of file_watch.hpp: polling only. The file's existence, size and last
 // write time are compared every `poll_interval`; a change is reported `debounce` after it was
 // first seen, so that a save in several writes becomes one reload.
-#include <condition_variable>
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <thread>

@@ -1,7 +1,6 @@
 // Child processes: start a program from an argv list, watch it, stop it. Platform seam: the
-// interface knows nothing of POSIX (a Windows implementation would provide the same factory);
-// process_posix.cpp implements it with posix_spawn and process groups, process_windows.cpp with
-// CreateProcessW and a job object. No Asio.
+// interface knows nothing of POSIX; process_posix.cpp implements it with posix_spawn and process
+// groups, process_windows.cpp with CreateProcessW and a job object. No Asio.
 //
 // A `process` object is used from one thread at a time (the supervisor's); it is not
 // thread-safe. terminate() blocks for up to its grace period, so never call it on an I/O thread.

@@ -2,8 +2,8 @@
 // child also stops everything it started. There is no SIGTERM: terminate() sends Ctrl-Break to
 // the child's console process group when warmslot has a console (llama-server stops gracefully
 // on it), waits up to the grace period, then terminates the job.
-#include <winsock2.h>
 #include <windows.h>
+#include <winsock2.h>
 
 #include <cstdio>
 #include <system_error>
@@ -22,8 +22,8 @@ std::system_error os_error(DWORD error, const std::string& what) {
 
 std::wstring widen(const std::string& utf8) {
     if (utf8.empty()) return {};
-    const int n = ::MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()),
-                                        nullptr, 0);
+    const int n =
+        ::MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), nullptr, 0);
     std::wstring out(static_cast<std::size_t>(n), L'\0');
     ::MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), out.data(), n);
     return out;
@@ -170,10 +170,10 @@ std::unique_ptr<process> start_process(const process_options& options) {
     si.lpAttributeList = attrs;
     handle job = make_job();
     PROCESS_INFORMATION pi{};
-    const BOOL ok = ::CreateProcessW(
-        nullptr, line.data(), nullptr, nullptr, TRUE,
-        CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | EXTENDED_STARTUPINFO_PRESENT, nullptr,
-        nullptr, &si.StartupInfo, &pi);
+    const BOOL ok =
+        ::CreateProcessW(nullptr, line.data(), nullptr, nullptr, TRUE,
+                         CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | EXTENDED_STARTUPINFO_PRESENT,
+                         nullptr, nullptr, &si.StartupInfo, &pi);
     const DWORD error = ::GetLastError();
     ::DeleteProcThreadAttributeList(attrs);
     if (!ok) throw os_error(error, "cannot start " + program);

@@ -51,8 +51,8 @@ bool is_ipv6_literal(std::string_view host) {
         std::size_t start = 0;
         while (true) {
             const std::size_t colon = side.find(':', start);
-            const auto group = side.substr(start, colon == std::string_view::npos ? colon
-                                                                                  : colon - start);
+            const auto group =
+                side.substr(start, colon == std::string_view::npos ? colon : colon - start);
             if (colon == std::string_view::npos && last && group.find('.') != group.npos) {
                 groups += 2;
                 return is_ipv4_literal(group);

@@ -1,7 +1,7 @@
 // warmslot.exe (deploy/windows/cross-build.sh) under wine: check-config on the shipped example,
 // and a server that answers /health and proxies a chat request to a Linux llama-server on
 // loopback. Skipped, with the reason, when the exe was not built or wine is missing.
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -24,6 +24,9 @@ const wineEnv = {
   WINEPREFIX: process.env.WINEPREFIX ?? path.join(cache, 'wine-prefix'),
   WINEDEBUG: '-all', WINEDLLOVERRIDES: 'mscoree,mshtml=',
 };
+// wine keeps a wineserver (and, after the service test, services.exe) running for the prefix.
+after(() => { if (!skip) spawnSync('wineserver', ['-k'], { env: { ...process.env, ...wineEnv } }); });
+
 // Windows sees the Linux file system as drive Z:.
 const winPath = (p) => `Z:${p.replaceAll('/', '\\')}`;
 const runExe = (args, env = {}) => spawnSync(wine, [exe, ...args],
@@ -71,6 +74,43 @@ test('warmslot.exe serves /health and proxies a chat request to llama-server', {
   } finally {
     await proc.stop('SIGKILL');
     await llama.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// Under wine 8 the first service process started by StartService exits right after it starts
+// listening (cause unknown; the same exe keeps serving when run from a console, test above), and
+// wine's service manager starts it again when the stop control arrives. So this test covers the
+// SCM plumbing only: install, start reaching RUNNING, the stop control taking the graceful path
+// inside the service, uninstall. Serving under the SCM is not exercised here (docs/windows.md).
+test('warmslot.exe service install, start, stop and uninstall under wine\'s service manager', { skip }, () => {
+  const dir = tempDir('win');
+  const config = path.join(dir, 'warmslot.yaml');
+  fs.writeFileSync(config, yamlConfig({ backends: [{ name: 'a', url: 'http://127.0.0.1:9' }] }));
+  const logFile = path.join(dir, 'logs', 'warmslot.log');  // directory made by `service install`
+  const svc = (...args) => runExe(['service', ...args]);
+  // wine's service manager may already have started the AUTO_START service when it booted;
+  // `service start` then reports it running all the same.
+  svc('uninstall');  // the wine prefix persists: drop what an interrupted run may have left
+  let installed;
+  try {
+    installed = svc('install', '--config', winPath(config), '--log', winPath(logFile));
+    assert.equal(installed.status, 0, installed.stderr);
+    assert.match(installed.stdout, /service run --config/);
+    const started = svc('start');
+    assert.equal(started.status, 0, started.stderr);
+    assert.match(started.stdout, /service warmslot running/);
+    const stopped = svc('stop');
+    assert.equal(stopped.status, 0, stopped.stderr);
+    // The stop control raised SIGTERM inside the service: the same graceful stop as on Linux.
+    const log = fs.readFileSync(logFile, 'utf8');
+    assert.match(log, /signal \d+: stopping[\s\S]*\bstopped\r?\n[\s\S]*service reports stopped \(exit code 0\)/);
+  } finally {
+    if (installed?.status === 0) {
+      svc('stop');
+      const removed = svc('uninstall');
+      assert.equal(removed.status, 0, removed.stderr);
+    }
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
