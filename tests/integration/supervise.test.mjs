@@ -15,6 +15,22 @@ const pids = (ws) => [...logText(ws).matchAll(/started llama-server \(pid (\d+)\
 const snapshotFiles = (dir) => (fs.existsSync(dir) ? fs.readdirSync(dir) : []).filter((f) => /^ws-.*\.bin$/.test(f));
 const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
 
+// Stops warmslot; should it fail to stop its children (a hang, a crash), they are killed here
+// so that no llama-server outlives the test. Their process groups are their own.
+async function stopAll(ws) {
+  let stopped = false;
+  try {
+    await ws.stop();
+    stopped = true;
+  } finally {
+    const left = pids(ws).filter(alive);
+    for (const pid of left) {
+      try { process.kill(-pid, 'SIGKILL'); } catch { /* already gone */ }
+    }
+    if (stopped && left.length) throw new Error(`llama-server ${left.join(', ')} outlived warmslot`);
+  }
+}
+
 function settings(cacheDir, extra = '') {
   return `routing:\n  reconcile_interval: 100ms\ncache:\n  dir: ${cacheDir}\n  min_prefix_tokens: 1024\n${extra}`;
 }
@@ -68,7 +84,7 @@ test('a supervised llama-server killed with SIGKILL is restarted, and a known do
     assert.match(again.disk, /^restored \d+ tokens$/);
     assert.ok(again.processed <= (await questionTokens(ws, q)) + 64, `processed ${again.processed}`);
   } finally {
-    await ws.stop();
+    await stopAll(ws);
   }
   assert.equal(alive(last), false, 'the supervised llama-server stops with warmslot');
 });
@@ -102,7 +118,7 @@ test('on demand: started by the first request, stopped when idle after a save, r
     assert.match(again.disk, /^restored \d+ tokens$/);
     assert.ok(again.processed <= (await questionTokens(ws, q)) + 64, `processed ${again.processed}`);
   } finally {
-    await ws.stop();
+    await stopAll(ws);
   }
   for (const pid of pids(ws)) assert.equal(alive(pid), false);
 });
@@ -119,7 +135,7 @@ test('SIGTERM saves the valuable slots of a supervised backend before stopping i
     await ask(ws, doc, 'What is on the first line?');
     assert.equal(snapshotFiles(slotDir).length, 0);
   } finally {
-    await ws.stop();
+    await stopAll(ws);
   }
   assert.equal(snapshotFiles(slotDir).length, 1);
   assert.equal(alive(pids(ws)[0]), false);
@@ -132,6 +148,6 @@ test('SIGTERM saves the valuable slots of a supervised backend before stopping i
     assert.match(r.disk, /^restored \d+ tokens$/);
     assert.ok(r.processed <= (await questionTokens(ws, q)) + 64, `processed ${r.processed}`);
   } finally {
-    await ws.stop();
+    await stopAll(ws);
   }
 });
