@@ -23,6 +23,11 @@ std::shared_ptr<spdlog::logger> log() {
     return logger;
 }
 
+// The pause before the next start after `failures` short runs: 1 s, 2 s, 4 s ... up to `max`.
+clock::duration backoff(int failures, config::millis max) {
+    return std::min<clock::duration>(std::chrono::seconds(1) * (1 << std::min(failures, 10)), max);
+}
+
 }  // namespace
 
 void assign_ports(config::config& cfg) {
@@ -88,9 +93,8 @@ void supervisor::tick(const config::config& cfg, clock::time_point now) {
             if (auto ended = c.proc->poll()) {
                 const bool short_run = now - c.started < stable_run;
                 c.failures = short_run ? c.failures + 1 : 0;
-                const auto delay = std::min<clock::duration>(
-                    std::chrono::seconds(1) * (1 << std::min(c.failures, 10)), b.restart_backoff_max);
-                c.next_start = now + (c.failures == 0 ? clock::duration::zero() : delay);
+                c.next_start = now + (c.failures == 0 ? clock::duration::zero()
+                                                      : backoff(c.failures, b.restart_backoff_max));
                 log()->warn("backend {}: llama-server (pid {}) {}; restarting in {} ms", b.name,
                             c.proc->pid(), ended->describe(),
                             std::chrono::duration_cast<std::chrono::milliseconds>(c.next_start - now).count());
@@ -134,9 +138,7 @@ void supervisor::launch(const config::backend& b, child& c) {
                     b.url, opts.log_path.empty() ? "" : ", log " + opts.log_path);
     } catch (const std::exception& e) {
         c.failures += 1;
-        const auto delay = std::min<clock::duration>(
-            std::chrono::seconds(1) * (1 << std::min(c.failures, 10)), b.restart_backoff_max);
-        c.next_start = now + delay;
+        c.next_start = now + backoff(c.failures, b.restart_backoff_max);
         log()->error("backend {}: cannot start {}: {}", b.name, opts.argv.front(), e.what());
     }
 }

@@ -66,11 +66,6 @@ void monitor::start_watches() {
 
 void monitor::stop() { stopping_ = true; }
 
-awaitable<void> monitor::refresh_all() {
-    const auto n = src_.current()->backends.size();
-    for (std::size_t i = 0; i < n && i < identity_.size(); ++i) co_await refresh(i);
-}
-
 awaitable<void> monitor::watch(std::size_t backend) {
     net::steady_timer timer(ex_);
     while (!stopping_) {

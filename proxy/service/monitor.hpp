@@ -23,8 +23,6 @@ public:
     // ends when its backend is retired. start() at start-up, again after each reload.
     void start();
     void stop();
-    // Runs one refresh of every backend now (start-up waits for it, tests call it).
-    awaitable<void> refresh_all();
 
 private:
     awaitable<void> watch(std::size_t backend);
