@@ -52,7 +52,7 @@ function replaceMiddleLine(doc, line) {
   return doc.slice(0, start) + line + doc.slice(end);
 }
 
-test('edits: append sends the cached document and a revision note instead of the whole document again', { timeout: 300000 }, async () => {
+test('edits: append sends the cached document and a revision note instead of the whole document again', { timeout: 300000 }, async (t) => {
   const s = await setup('rewrite:\n  default:\n    documents:\n      min_bytes: 2KiB\n      edits: append\n');
   try {
     const doc = makeDocument(601, 6600);
@@ -74,6 +74,7 @@ test('edits: append sends the cached document and a revision note instead of the
     const second = await send(s, messages);
     assert.equal(second.rewrites, 'edits_append=1');
     const bound = (await tokens(s.llama, `<|im_start|>user\n${sent[1].content}<|im_end|>\n<|im_start|>assistant\n`)) + 64;
+    t.diagnostic(`document ${first.total} tokens; after the edit processed ${second.processed} (bound ${bound})`);
     assert.ok(second.processed <= bound, `processed ${second.processed}, bound ${bound} (document ${first.total})`);
     assert.ok(second.work <= bound, `server computed ${second.work}, bound ${bound}`);
     const log = fs.readFileSync(s.ws.logFile, 'utf8');
@@ -83,7 +84,7 @@ test('edits: append sends the cached document and a revision note instead of the
   }
 });
 
-test('a clock in the system prompt: at least 90% of the prompt is reused on every turn', { timeout: 300000 }, async () => {
+test('a clock in the system prompt: at least 90% of the prompt is reused on every turn', { timeout: 300000 }, async (t) => {
   const s = await setup('rewrite:\n  default:\n    volatile_lines:\n      presets: [date, time]\n');
   try {
     // The hybrid model rolls back to a checkpoint up to about 516 tokens before a divergence:
@@ -111,6 +112,7 @@ test('a clock in the system prompt: at least 90% of the prompt is reused on ever
     // The date changes at midnight between turns: both lines move, every time.
     for (const r of [...one, ...two]) assert.equal(r.rewrites.split(', ')[0], 'volatile_lines=2');
     for (const [i, r] of [...one, ...two].entries()) {
+      t.diagnostic(`turn ${i}: reused ${r.cached} of ${r.total}`);
       if (i === 0) continue;  // the very first request reads everything
       assert.ok(r.cached >= 0.9 * r.total, `turn ${i}: reused ${r.cached} of ${r.total}`);
       assert.ok(r.work <= 0.1 * r.total, `turn ${i}: server computed ${r.work} of ${r.total}`);
