@@ -99,7 +99,7 @@ void supervisor::tick(const config::config& cfg, clock::time_point now) {
                             c.proc->pid(), ended->describe(),
                             std::chrono::duration_cast<std::chrono::milliseconds>(c.next_start - now).count());
                 c.proc.reset();
-                reg_.set_healthy(idx, false);
+                reg_.set_stopped(idx, true);
                 reg_.forget_all(idx);  // a new process holds nothing
             }
         }
@@ -116,11 +116,11 @@ void supervisor::tick(const config::config& cfg, clock::time_point now) {
             net::co_spawn(ex_, save_and_stop(idx, "idle"), net::detached);
             continue;
         }
-        if (!c.proc && c.wanted && !b.retired && now >= c.next_start) launch(b, c);
+        if (!c.proc && c.wanted && !b.retired && now >= c.next_start) launch(idx, b, c);
     }
 }
 
-void supervisor::launch(const config::backend& b, child& c) {
+void supervisor::launch(int index, const config::backend& b, child& c) {
     const auto now = clock::now();
     process_options opts;
     opts.argv = supervised_argv(b);
@@ -134,6 +134,7 @@ void supervisor::launch(const config::backend& b, child& c) {
         }
         c.proc = start_process(opts);
         c.started = c.last_use = now;
+        reg_.set_stopped(index, false);  // healthy again once the monitor sees it answer
         log()->info("backend {}: started llama-server (pid {}) on {}{}", b.name, c.proc->pid(),
                     b.url, opts.log_path.empty() ? "" : ", log " + opts.log_path);
     } catch (const std::exception& e) {
@@ -168,7 +169,7 @@ awaitable<void> supervisor::save_and_stop(int backend, const char* why) {
         std::lock_guard lock(mu_);
         proc = std::move(child_of(static_cast<std::size_t>(backend)).proc);
     }
-    reg_.set_healthy(backend, false);
+    reg_.set_stopped(backend, true);  // no new plans; the monitor cannot revive it meanwhile
     if (proc) {
         const auto ended = proc->terminate(stop_grace);
         log()->info("backend {}: stopped llama-server (pid {}, {}): {}", b.name, proc->pid(), why,

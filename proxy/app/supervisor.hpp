@@ -50,7 +50,7 @@ private:
     struct child;
     awaitable<void> loop();
     void tick(const config::config& cfg, routing::clock::time_point now);
-    void launch(const config::backend& b, child& c);
+    void launch(int index, const config::backend& b, child& c);
     awaitable<void> save_and_stop(int backend, const char* why);
     child& child_of(std::size_t backend);  // under mu_
 

@@ -264,7 +264,14 @@ void registry::set_info(int backend, const backend_info& info, bool pinning) {
 void registry::set_healthy(int backend, bool healthy) {
     std::lock_guard lock(mu_);
     auto& b = backends_[static_cast<std::size_t>(backend)];
-    b.view.healthy = healthy && !b.retired;
+    b.view.healthy = healthy && !b.retired && !b.stopped;
+}
+
+void registry::set_stopped(int backend, bool stopped) {
+    std::lock_guard lock(mu_);
+    auto& b = backends_[static_cast<std::size_t>(backend)];
+    b.stopped = stopped;
+    if (stopped) b.view.healthy = false;
 }
 
 void registry::set_held(const ticket& t, std::vector<prefix_level> levels, std::uint64_t tokens) {

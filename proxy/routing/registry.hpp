@@ -81,6 +81,9 @@ public:
     // Observations from the backend monitor.
     void set_info(int backend, const backend_info& info, bool pinning);
     void set_healthy(int backend, bool healthy);
+    // A supervised backend whose process is stopped or stopping: unhealthy whatever the
+    // monitor last saw, until its process runs again (set false by the supervisor at start).
+    void set_stopped(int backend, bool stopped);
     void reconcile(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
     void forget_all(int backend); // restart detected: nothing is held any more
     // The slot of a reserved ticket now holds exactly `levels` (`tokens` tokens): after a
@@ -113,6 +116,7 @@ private:
         bool rate_learned = false;               // prefill rate observed
         bool tpb_learned = false;                // tokens per byte observed
         bool retired = false;                    // removed by a reload: never planned
+        bool stopped = false;                    // supervised process not running
     };
     void evicted(backend_state& b, const std::vector<prefix_level>& levels);
     plan plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,

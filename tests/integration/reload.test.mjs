@@ -14,8 +14,9 @@ let second;
 
 before(async () => {
   [first, second] = await Promise.all([
-    startLlama({ arch: 'llama', slots: 2, ctx: 8192 }),
-    startLlama({ arch: 'llama', slots: 2, ctx: 8192 }),
+    // Room for long answers: the streams below must outlast a reload on a fast machine.
+    startLlama({ arch: 'llama', slots: 2, ctx: 32768 }),
+    startLlama({ arch: 'llama', slots: 2, ctx: 32768 }),
   ]);
 });
 
@@ -29,7 +30,7 @@ const logText = (ws) => fs.readFileSync(ws.logFile, 'utf8');
 const count = (text, needle) => text.split(needle).length - 1;
 
 // A long stream: generation ignores end-of-sequence, so it runs until max_tokens.
-async function openStream(ws, key, maxTokens = 3000) {
+async function openStream(ws, key, maxTokens = 10000) {
   const res = await fetch(`${ws.url}/v1/chat/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json', ...bearer(key) },
     body: JSON.stringify({
@@ -116,7 +117,7 @@ test('an invalid edit is rejected with file, line and key, and the running confi
 test('SIGTERM with streams in flight: no new connections, the streams finish, exit 0', async () => {
   const ws = await startWarmslot({ backends: [{ name: 'first', url: first.url }], apiKeys: [keyOld],
     extra: 'timeouts:\n  shutdown_grace: 60s\n' });
-  const streams = await Promise.all([openStream(ws, keyOld, 2000), openStream(ws, keyOld, 2000)]);
+  const streams = await Promise.all([openStream(ws, keyOld, 6000), openStream(ws, keyOld, 6000)]);
   ws.proc.child.kill('SIGTERM');
   await waitFor('warmslot to stop accepting', async () => {
     const r = await fetch(`${ws.url}/health`).catch(() => null);
