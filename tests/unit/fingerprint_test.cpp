@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -325,4 +326,40 @@ TEST_CASE("the model field is copied out, and a non-string model is hashed but n
     const auto fp = chat_fp(with(base_chat(), "model", 3));
     CHECK(fp.model.empty());
     CHECK(rt::common_levels(fp.levels, chat_fp(base_chat()).levels) == 0);
+}
+
+// Fingerprints are stored in the disk index, so the same body must give the same hashes in
+// every build of one format version. Pinned values, computed once: a change to how they are
+// computed must keep them, or bump fingerprint_format_version and update this table.
+TEST_CASE("fingerprint values are pinned for the format version") {
+    struct row {
+        request_kind kind;
+        std::string body;
+        std::vector<std::uint64_t> hashes;
+    };
+    const std::vector<row> rows = {
+        {request_kind::chat,
+         R"({"model":"qwen","temperature":0.2,"messages":[{"role":"system","content":"You are terse."},)"
+         R"({"role":"user","name":"ann","content":[{"type":"text","text":"Read "},{"type":"image_url",)"
+         R"("image_url":{"url":"data:x"}},{"type":"text","text":"this é."}]},{"role":"assistant",)"
+         R"("content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}],)"
+         R"("reasoning_content":"hm"},{"role":"tool","tool_call_id":"c1","content":"42"}],)"
+         R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":1.5}}}],)"
+         R"("chat_template_kwargs":{"enable_thinking":false},"max_tokens":7,"stream":true})",
+         {0x79c3aa29dbcc2007ull, 0x7c5bb2fef48b10a9ull, 0xbed5576d0e238cedull, 0x4940a2b371e729a2ull}},
+        {request_kind::chat, R"({"model":42,"messages":[{"role":"user","content":"hi"}]})", {0x970829ecf94874c0ull}},
+        {request_kind::completion, R"({"prompt":"abc\ndef","n_predict":3,"lora":[{"id":0,"scale":0.5}]})",
+         {0xbf3fef2e105f9c7full}},
+        {request_kind::completion, R"({"prompt":[1,2,3,4294967295],"model":"m"})", {0x25361b2884154000ull}},
+        {request_kind::chat,
+         R"({"messages":[{"role":"system","content":")" + std::string(9000, 'q') + R"("}]})",
+         {0x24c10290f871b567ull}},
+    };
+    for (const auto& r : rows) {
+        const auto fp = rt::fingerprint_request(r.kind, json::parse(r.body));
+        REQUIRE(fp.has_value());
+        std::vector<std::uint64_t> got;
+        for (const auto& l : fp->levels) got.push_back(l.hash);
+        CHECK(got == r.hashes);
+    }
 }
