@@ -55,30 +55,53 @@ void store_le32(unsigned char* out, std::uint32_t v) noexcept {
     }
 }
 
-// One XXH3-64 streaming state fed with framed items.
+// One XXH3-64 streaming state fed with framed items. Items are mostly a few bytes (a frame
+// header, a role), so they are gathered in a local buffer and handed to XXH3 in larger pieces:
+// a streaming hash does not depend on how its input is split.
 class stream_hash {
   public:
     stream_hash() noexcept { XXH3_64bits_reset(&state_); }
+    stream_hash(const stream_hash&) = delete;
+    stream_hash& operator=(const stream_hash&) = delete;
 
-    void put(tag t, std::string_view bytes) noexcept {
-        put_header(t, bytes.size());
-        XXH3_64bits_update(&state_, bytes.data(), bytes.size());
-    }
+    void put(tag t, std::string_view bytes) noexcept { put_raw(t, bytes.data(), bytes.size()); }
     void put_raw(tag t, const void* data, std::size_t size) noexcept {
         put_header(t, size);
-        XXH3_64bits_update(&state_, data, size);
+        append(data, size);
     }
-    [[nodiscard]] std::uint64_t digest() const noexcept { return XXH3_64bits_digest(&state_); }
+    // An item whose bytes come in pieces: the header with the total size, then append()s.
+    void put_header(tag t, std::uint64_t size) noexcept {
+        unsigned char frame[9];
+        frame[0] = static_cast<unsigned char>(t);
+        store_le64(frame + 1, size);
+        append(frame, sizeof frame);
+    }
+    void append(const void* data, std::size_t size) noexcept {
+        if (size > buffer_.size() - used_) {
+            flush();
+            if (size >= buffer_.size()) {
+                XXH3_64bits_update(&state_, data, size);
+                return;
+            }
+        }
+        std::memcpy(buffer_.data() + used_, data, size);
+        used_ += size;
+    }
+    [[nodiscard]] std::uint64_t digest() noexcept {
+        flush();
+        return XXH3_64bits_digest(&state_);
+    }
 
   private:
-    void put_header(tag t, std::uint64_t size) noexcept {
-        std::array<unsigned char, 9> frame{};
-        frame[0] = static_cast<unsigned char>(t);
-        store_le64(frame.data() + 1, size);
-        XXH3_64bits_update(&state_, frame.data(), frame.size());
+    void flush() noexcept {
+        if (used_ == 0) return;
+        XXH3_64bits_update(&state_, buffer_.data(), used_);
+        used_ = 0;
     }
 
     XXH3_state_t state_{};
+    std::array<unsigned char, 512> buffer_;
+    std::size_t used_ = 0;
 };
 
 std::uint64_t chain(std::uint64_t previous, std::uint64_t segment) noexcept {
@@ -94,6 +117,11 @@ std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_hand
 
 // Sampling and output fields: they do not change the rendered prompt. "lora" is deliberately
 // not here: it changes what the slot's cache holds.
+// Length first, then bytes: most keys differ from a candidate in their length.
+constexpr bool shorter_first(std::string_view a, std::string_view b) noexcept {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+}
+
 constexpr auto denied_fields = [] {
     // clang-format off
     auto fields = std::to_array<std::string_view>({
@@ -109,7 +137,7 @@ constexpr auto denied_fields = [] {
         "post_sampling_probs",
     });
     // clang-format on
-    std::sort(fields.begin(), fields.end());
+    std::sort(fields.begin(), fields.end(), shorter_first);
     return fields;
 }();
 
@@ -117,7 +145,30 @@ constexpr auto denied_fields = [] {
 // a chat body, say) is just another field.
 bool denied(std::string_view key, std::string_view segment_field) {
     return key == segment_field ||
-           std::binary_search(denied_fields.begin(), denied_fields.end(), key);
+           std::binary_search(denied_fields.begin(), denied_fields.end(), key, shorter_first);
+}
+
+// A string dump() writes as it is between quotes: printable ASCII without '"' and '\\'.
+bool dumps_verbatim(std::string_view s) noexcept {
+    return std::all_of(s.begin(), s.end(),
+                       [](char c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; });
+}
+
+// A value as the json_value item dump() gives, without building the text for plain strings.
+void put_json_value(stream_hash& h, const json& v) {
+    if (const auto* s = v.get_ptr<const std::string*>(); s != nullptr && dumps_verbatim(*s)) {
+        h.put_header(tag::json_value, s->size() + 2);
+        h.append("\"", 1);
+        h.append(s->data(), s->size());
+        h.append("\"", 1);
+        return;
+    }
+    h.put(tag::json_value, dump(v));
+}
+
+bool is_string(const json* v, std::string_view text) noexcept {
+    const auto* s = v == nullptr ? nullptr : v->get_ptr<const std::string*>();
+    return s != nullptr && *s == text;
 }
 
 std::uint64_t header_hash(request_kind kind, const json& body) {
@@ -126,10 +177,10 @@ std::uint64_t header_hash(request_kind kind, const json& body) {
     const std::uint32_t version = fingerprint_format_version;
     h.put_raw(tag::version, &version, sizeof version);
     h.put(tag::kind, segment_field);
-    for (const auto& [key, value] : body.items()) {  // std::map: sorted by key
+    for (const auto& [key, value] : body.get_ref<const json::object_t&>()) {  // sorted by key
         if (denied(key, segment_field)) continue;
         h.put(tag::key, key);
-        h.put(tag::json_value, dump(value));
+        put_json_value(h, value);
     }
     return h.digest();
 }
@@ -157,9 +208,8 @@ const json* find(const json& object, std::string_view key) {
 
 bool is_text_part(const json& part) {
     if (!part.is_object()) return false;
-    const json* type = find(part, "type");
     const json* text = find(part, "text");
-    return type != nullptr && *type == "text" && text != nullptr && text->is_string();
+    return is_string(find(part, "type"), "text") && text != nullptr && text->is_string();
 }
 
 // A string content is one text item and an array hashes each text part as the same kind of
@@ -189,20 +239,31 @@ struct segment {
 // Bytes count the content and the tool calls (templates render both into the prompt), not the
 // reasoning (templates often drop it from earlier turns) nor the short role/name/id fields.
 segment hash_message(const json& message) {
+    // One pass over the (usually two) fields rather than a lookup for each one hashed.
+    const json *role = nullptr, *name = nullptr, *content = nullptr, *tool_calls = nullptr,
+               *tool_call_id = nullptr, *reasoning = nullptr;
+    for (const auto& [key, value] : message.get_ref<const json::object_t&>()) {
+        if (key == "role") role = &value;
+        else if (key == "content") content = &value;
+        else if (key == "name") name = &value;
+        else if (key == "tool_calls") tool_calls = &value;
+        else if (key == "tool_call_id") tool_call_id = &value;
+        else if (key == "reasoning_content") reasoning = &value;
+    }
     stream_hash h;
     std::uint64_t bytes = 0;
     h.put(tag::role_field, {});
-    put_value(h, find(message, "role"), false);
+    put_value(h, role, false);
     h.put(tag::name_field, {});
-    put_value(h, find(message, "name"), false);
+    put_value(h, name, false);
     h.put(tag::content_field, {});
-    bytes += put_content(h, find(message, "content"));
+    bytes += put_content(h, content);
     h.put(tag::tool_calls_field, {});
-    bytes += put_value(h, find(message, "tool_calls"), true);
+    bytes += put_value(h, tool_calls, true);
     h.put(tag::tool_call_id_field, {});
-    put_value(h, find(message, "tool_call_id"), false);
+    put_value(h, tool_call_id, false);
     h.put(tag::reasoning_field, {});
-    put_value(h, find(message, "reasoning_content"), false);
+    put_value(h, reasoning, false);
     return {h.digest(), bytes};
 }
 
@@ -225,8 +286,7 @@ std::optional<fingerprint> fingerprint_chat(const json& body, std::uint64_t head
         append_level(fp, previous, s);
         previous = fp.levels.back().hash;
         fp.longest_segment_bytes = std::max(fp.longest_segment_bytes, s.bytes);
-        const json* role = find(message, "role");
-        if (role != nullptr && *role == "user") last_user = i;
+        if (is_string(find(message, "role"), "user")) last_user = i;
     }
     fp.stable_levels = last_user;
     return fp;
