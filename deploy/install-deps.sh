@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential clang cmake ninja-build git ca-certificates curl pkg-config
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev
+  libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev libmimalloc-dev
   nginx-light sqlite3
 )
 # The pinned llama-server and the openai client tests come from npm.
