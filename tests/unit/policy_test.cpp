@@ -276,6 +276,22 @@ TEST_CASE("find_prompt_stats: escapes, exponents, unicode and deep nesting read 
     check_stats(deep + "}", {0, 5, 0});
 }
 
+TEST_CASE("find_prompt_stats: a special byte anywhere in a long string is seen") {
+    // Strings are scanned eight bytes at a time: put each kind of byte at every offset.
+    const std::vector<std::pair<std::string, bool>> bytes = {
+        {"\\n", true}, {"\\\"", true}, {"\xc3\xa9", true}, {"\x7f", true},
+        {"\t", false}, {"\x01", false}, {"\xc3\x28", false}, {"\xff", false}, {"\"", false},
+    };
+    for (const auto& [special, valid] : bytes) {
+        for (std::size_t at = 0; at < 20; ++at) {
+            const std::string content = std::string(at, 'a') + special + std::string(19 - at, 'b');
+            const std::string json = R"({"content":")" + content + R"(","timings":{"prompt_n":4}})";
+            CAPTURE(json);
+            CHECK(api::find_prompt_stats(json).has_value() == valid);
+        }
+    }
+}
+
 TEST_CASE("find_prompt_stats: no stats") {
     const std::vector<std::string_view> none = {
         "",
