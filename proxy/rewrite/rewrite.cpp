@@ -130,6 +130,7 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
 }
 
 std::optional<result> rewriter::apply(const json& body) const {
+    if (!active_.load()) return std::nullopt;  // the default: every rule off
     if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array())
         return std::nullopt;
     const auto model = body.contains("model") && body["model"].is_string()

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,11 +41,14 @@ std::string describe(const std::vector<std::string>& applied);
 class rewriter {
   public:
     explicit rewriter(const config::rewrite_settings& s)
-        : rules_(std::make_shared<const rule_book>(s)), memory_(s.memory) {}
+        : rules_(std::make_shared<const rule_book>(s)), memory_(s.memory) {
+        active_ = rules_->any();
+    }
     // A config reload: new rules from now on (the memory and its size stay). Thread-safe.
     void set_rules(const config::rewrite_settings& s) {
         auto next = std::make_shared<const rule_book>(s);
         std::lock_guard lock(mu_);
+        active_ = next->any();
         rules_ = std::move(next);
     }
     // std::nullopt when no rule is on for the body's "model" or it is not a chat body.
@@ -60,6 +64,7 @@ class rewriter {
     }
     mutable std::mutex mu_;
     std::shared_ptr<const rule_book> rules_;
+    std::atomic<bool> active_ = false;  // rules_->any(), read without the lock
     memory memory_;
 };
 

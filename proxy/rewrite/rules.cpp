@@ -2,6 +2,8 @@
 
 #include "rewrite/text.hpp"
 
+#include <algorithm>
+
 namespace warmslot::rewrite {
 namespace {
 
@@ -49,6 +51,11 @@ const compiled_rules* rule_book::for_model(std::string_view model) const {
         if (name == model) return rules ? &*rules : nullptr;
     }
     return defaults_ ? &*defaults_ : nullptr;
+}
+
+bool rule_book::any() const {
+    return defaults_ || std::any_of(models_.begin(), models_.end(),
+                                    [](const auto& m) { return m.second.has_value(); });
 }
 
 std::string take_volatile_lines(std::string_view text, const std::vector<std::regex>& rules,

@@ -37,6 +37,8 @@ class rule_book {
     explicit rule_book(const config::rewrite_settings& s);
     // The rules for a request's "model"; nullptr when no rule is on for it.
     const compiled_rules* for_model(std::string_view model) const;
+    // Whether some model has a rule on.
+    bool any() const;
 
   private:
     std::optional<compiled_rules> defaults_;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,7 +37,7 @@ struct forward_state {
     }
 };
 
-using header_list = std::vector<std::pair<std::string, std::string>>;
+using header_list = std::vector<std::pair<std::string_view, std::string>>;  // names: literals
 
 // Watches the client socket without consuming bytes while an exchange runs. When the client
 // disconnects, it sets `client_gone` and closes the upstream connection in use, so
