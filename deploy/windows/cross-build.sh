@@ -12,7 +12,8 @@
 #
 #   WARMSLOT_WIN_BUILD_DIR   build directory of warmslot itself (default build-windows)
 #   WARMSLOT_JOBS            parallel jobs (default: nproc, at most 2)
-# Progress goes to stderr; stdout is the path of warmslot.exe.
+# Progress goes to stderr; stdout is the path of warmslot.exe. The exe carries no debug
+# information: the build moves it to warmslot.exe.debug next to the exe (proxy/CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD

@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "app/file_watch.hpp"
 #include "app/sd_notify.hpp"
@@ -31,7 +33,8 @@ namespace warmslot::app {
 namespace {
 
 void setup_logging(const config::config& cfg, const run_options& options) {
-    std::vector<spdlog::sink_ptr> sinks{std::make_shared<spdlog::sinks::stderr_color_sink_mt>()};
+    std::vector<spdlog::sink_ptr> sinks;
+    if (options.console) sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     if (!options.log_file.empty()) {
         sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
             options.log_file, std::size_t{10} << 20, 5));
@@ -84,7 +87,8 @@ public:
         pipeline_.set_starter(&supervisor_);
     }
 
-    int run();
+    int run(const run_options& options);
+    void request_stop();  // any thread
 
 private:
     void on_signal(int sig);
@@ -109,9 +113,22 @@ private:
     upstream::pool save_pool_;            // slot saves before a stop, on control_
     supervisor supervisor_;
     std::unique_ptr<file_watch> watch_;
+    bool stopping_ = false;  // on worker 0
 };
 
-int runtime::run() {
+// The runtime that request_stop() reaches, and a request that came while there was none.
+std::mutex ready_mutex;
+runtime* ready_runtime = nullptr;  // guarded by ready_mutex
+bool stop_pending = false;         // guarded by ready_mutex
+
+// Makes `rt` the target of request_stop(), or none (nullptr); a pending request goes to `rt`.
+void set_ready_runtime(runtime* rt) {
+    const std::lock_guard lock(ready_mutex);
+    ready_runtime = rt;
+    if (rt && std::exchange(stop_pending, false)) rt->request_stop();
+}
+
+int runtime::run(const run_options& options) {
     server_.listen();
     for (const int sig : stop_signals()) signals_.add(sig);
     if (reload_signal_) signals_.add(*reload_signal_);
@@ -122,9 +139,12 @@ int runtime::run() {
     };
     signals_.async_wait(on);
     const auto cfg = src_.current();
-    // A stable line on stdout so scripts and tests learn the port (listen port 0 picks one).
-    std::printf("warmslot listening on http://%s:%u\n", cfg->listen.host.c_str(), server_.port());
-    std::fflush(stdout);
+    if (options.console) {
+        // A stable line on stdout so scripts and tests learn the port (listen port 0 picks one).
+        std::printf("warmslot listening on http://%s:%u\n", cfg->listen.host.c_str(),
+                    server_.port());
+        std::fflush(stdout);
+    }
     spdlog::info("listening on {}:{} with {} workers, {} backends", cfg->listen.host,
                  server_.port(), workers_.size(), cfg->backends.size());
     monitor_.start();
@@ -132,12 +152,25 @@ int runtime::run() {
     watch_file();
     workers_.start();
     sd_notify::ready(fmt::format("listening on {}:{}", cfg->listen.host, server_.port()));
+    if (options.on_ready) options.on_ready();
+    set_ready_runtime(this);  // after the ready notifications: a pending stop comes after them
     workers_.join();
+    set_ready_runtime(nullptr);
     if (watch_) watch_->stop();
     control_.join();
     index_thread_.join();
     spdlog::info("stopped");
     return 0;
+}
+
+// Called with ready_mutex held: the runtime is alive until set_ready_runtime(nullptr).
+void runtime::request_stop() {
+    net::post(workers_.context(0), [this] {
+        if (stopping_) return;
+        spdlog::info("stop requested: stopping (grace {} ms)",
+                     src_.current()->timeouts.shutdown_grace.count());
+        stop();
+    });
 }
 
 void runtime::on_signal(int sig) {
@@ -153,6 +186,7 @@ void runtime::on_signal(int sig) {
 // Stop accepting, let requests and streams finish within the grace period, save valuable
 // slots, stop supervised backends, then stop.
 void runtime::stop() {
+    if (std::exchange(stopping_, true)) return;
     signals_.cancel();
     sd_notify::stopping("draining requests");
     net::co_spawn(workers_.context(0), [this]() -> awaitable<void> {
@@ -234,7 +268,16 @@ int run(const std::string& path, config::config cfg, const run_options& options)
     setup_logging(cfg, options);
     assign_ports(cfg);
     runtime rt(path, std::move(cfg));
-    return rt.run();
+    return rt.run(options);
+}
+
+void request_stop() {
+    const std::lock_guard lock(ready_mutex);
+    if (ready_runtime) {
+        ready_runtime->request_stop();
+    } else {
+        stop_pending = true;
+    }
 }
 
 }  // namespace warmslot::app

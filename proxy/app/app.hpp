@@ -2,6 +2,7 @@
 // stop.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "config/config.hpp"
@@ -10,6 +11,12 @@ namespace warmslot::app {
 
 struct run_options {
     std::string log_file;  // also log to this file, rotated at 10 MiB, 5 kept ("" = stderr only)
+    // Log to stderr and print the "warmslot listening on URL" line on stdout. A Windows service
+    // has no console: its log file is its only output.
+    bool console = true;
+    // Called once, when warmslot listens and stop requests are honoured (the Windows service
+    // reports RUNNING here; systemd is notified at the same point).
+    std::function<void()> on_ready;
 };
 
 // Serves until a stop signal (signals.hpp: SIGINT, SIGTERM, ...), then stops within the
@@ -17,5 +24,10 @@ struct run_options {
 // is one) and the file watcher reload it. Returns the process exit code. Throws on start-up
 // failures (bad listen address, ...).
 int run(const std::string& path, config::config cfg, const run_options& options = {});
+
+// Asks run() to stop gracefully, like a stop signal; safe from any thread. A request that comes
+// while no run() is ready (a service stop control during start-up) is remembered, and the next
+// run() honours it as soon as it is ready.
+void request_stop();
 
 }  // namespace warmslot::app

@@ -9,7 +9,9 @@
 //   warmslot service run [--config FILE] [--log FILE]       what the SCM starts: ServiceMain
 //
 // Defaults: %ProgramData%\warmslot\warmslot.yaml and %ProgramData%\warmslot\logs\warmslot.log.
-// The service's stop and shutdown controls raise SIGTERM, the same graceful stop as on Linux.
+// The service reports RUNNING once warmslot listens. Its stop and shutdown controls call
+// app::request_stop(): the same graceful stop as SIGTERM on Linux, remembered when it comes
+// during start-up. The service logs only to its log file (it has no console).
 #pragma once
 
 #include <string>

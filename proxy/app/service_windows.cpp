@@ -2,12 +2,11 @@
 #include <spdlog/spdlog.h>
 #include <windows.h>
 
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <thread>
+#include <mutex>
 
 #include "app/app.hpp"
 #include "app/service.hpp"
@@ -192,10 +191,15 @@ int control(bool start) {
 }
 
 // The running service: one per process, so its state is global as the SCM API wants it.
+// status_mutex orders the reports of the service thread and the control handler's thread.
 SERVICE_STATUS_HANDLE status_handle = nullptr;
 SERVICE_STATUS current{};
+std::mutex status_mutex;
+bool stop_received = false;  // guarded by status_mutex
 service_paths run_paths;
 
+// With status_mutex held. Controls are accepted only while running; should a stop still reach
+// on_control during the start, it is honoured once warmslot is ready.
 void report(DWORD state, DWORD exit_code = NO_ERROR, DWORD wait_hint_ms = 0) {
     current.dwServiceType = SERVICE_WIN32_OWN_PROCESS;
     current.dwCurrentState = state;
@@ -210,13 +214,30 @@ void report(DWORD state, DWORD exit_code = NO_ERROR, DWORD wait_hint_ms = 0) {
     ::SetServiceStatus(status_handle, &current);
 }
 
+void report_locked(DWORD state, DWORD exit_code = NO_ERROR, DWORD wait_hint_ms = 0) {
+    const std::lock_guard lock(status_mutex);
+    report(state, exit_code, wait_hint_ms);
+}
+
+// run() listens and honours stop requests: the service is running, unless a stop came first.
+void on_ready() {
+    const std::lock_guard lock(status_mutex);
+    if (!stop_received) report(SERVICE_RUNNING);
+}
+
 DWORD WINAPI on_control(DWORD control, DWORD, void*, void*) {
     // Pre-shutdown comes first at a system shutdown and may take up to the pre-shutdown timeout
     // (set by install); shutdown alone allows only a few seconds.
     if (control == SERVICE_CONTROL_STOP || control == SERVICE_CONTROL_PRESHUTDOWN ||
         control == SERVICE_CONTROL_SHUTDOWN) {
-        report(SERVICE_STOP_PENDING, NO_ERROR, 60000);
-        std::raise(SIGTERM);  // app.cpp's signal_set: the same graceful stop as on Linux
+        {
+            const std::lock_guard lock(status_mutex);
+            stop_received = true;
+            report(SERVICE_STOP_PENDING, NO_ERROR, 60000);
+        }
+        // The same graceful stop as SIGTERM on Linux. A stop that comes while run() is still
+        // starting is remembered and honoured once it is ready.
+        request_stop();
         return NO_ERROR;
     }
     return control == SERVICE_CONTROL_INTERROGATE ? NO_ERROR : ERROR_CALL_NOT_IMPLEMENTED;
@@ -225,22 +246,22 @@ DWORD WINAPI on_control(DWORD control, DWORD, void*, void*) {
 void WINAPI service_main(DWORD, wchar_t**) {
     status_handle = ::RegisterServiceCtrlHandlerExW(service_name, on_control, nullptr);
     if (!status_handle) return;
-    report(SERVICE_START_PENDING, NO_ERROR, 30000);
+    report_locked(SERVICE_START_PENDING, NO_ERROR, 30000);
     int code = 1;
     try {
         // Relative paths in the config are relative to the config's directory.
         ::SetCurrentDirectoryW(run_paths.config.parent_path().wstring().c_str());
         auto cfg = config::load_file(to_utf8(run_paths.config));
         event_log(EVENTLOG_INFORMATION_TYPE, "warmslot starting with " + to_utf8(run_paths.config));
-        report(SERVICE_RUNNING);
-        code = run(to_utf8(run_paths.config), std::move(cfg), {to_utf8(run_paths.log)});
+        run_options options{to_utf8(run_paths.log), false, on_ready};
+        code = run(to_utf8(run_paths.config), std::move(cfg), options);
         event_log(EVENTLOG_INFORMATION_TYPE, "warmslot stopped");
     } catch (const std::exception& e) {
         spdlog::error("service failed: {}", e.what());
         event_log(EVENTLOG_ERROR_TYPE, std::string("warmslot failed: ") + e.what());
     }
     spdlog::info("service reports stopped (exit code {})", code);
-    report(SERVICE_STOPPED, code == 0 ? NO_ERROR : ERROR_SERVICE_SPECIFIC_ERROR);
+    report_locked(SERVICE_STOPPED, code == 0 ? NO_ERROR : ERROR_SERVICE_SPECIFIC_ERROR);
 }
 
 int run_service(const service_paths& paths) {

@@ -1,7 +1,7 @@
 // The signals that stop warmslot gracefully and the one that reloads its config. Platform seam:
 // POSIX stops on SIGINT and SIGTERM and reloads on SIGHUP; Windows stops on SIGINT (Ctrl-C),
-// SIGBREAK (Ctrl-Break) and SIGTERM (raised by the service control handler, service.hpp) and has
-// no reload signal: there the config file watcher reloads. No Asio.
+// SIGBREAK (Ctrl-Break) and SIGTERM (raise() only) and has no reload signal: there the config
+// file watcher reloads. A service stop control calls app::request_stop() (app.hpp). No Asio.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,6 @@
 // Windows implementation of signals.hpp. The C runtime turns Ctrl-C into SIGINT and Ctrl-Break
-// into SIGBREAK; SIGTERM is only ever raised by this process (the service stop control).
+// into SIGBREAK; SIGTERM only comes from raise() in this process. (The service stop control
+// calls app::request_stop() instead, service_windows.cpp.)
 #include <csignal>
 
 #include "app/signals.hpp"

@@ -1,6 +1,7 @@
-// warmslot.exe (deploy/windows/cross-build.sh) under wine: check-config on the shipped example,
-// and a server that answers /health and proxies a chat request to a Linux llama-server on
-// loopback. Skipped, with the reason, when the exe was not built or wine is missing.
+// warmslot.exe (deploy/windows/cross-build.sh) under wine: check-config on the shipped example;
+// in a console and as a service under wine's service manager, a server that answers /health and
+// proxies a chat request to a Linux llama-server on loopback, then stops gracefully. Skipped,
+// with the reason, when the exe was not built or wine is missing.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -78,20 +79,47 @@ test('warmslot.exe serves /health and proxies a chat request to llama-server', {
   }
 });
 
-// Under wine 8 the first service process started by StartService exits right after it starts
-// listening (cause unknown; the same exe keeps serving when run from a console, test above), and
-// wine's service manager starts it again when the stop control arrives. So this test covers the
-// SCM plumbing only: install, start reaching RUNNING, the stop control taking the graceful path
-// inside the service, uninstall. Serving under the SCM is not exercised here (docs/windows.md).
-test('warmslot.exe service install, start, stop and uninstall under wine\'s service manager', { skip }, () => {
+// The live (not zombie) processes of the service configured with `config`, by their command line.
+function serviceProcesses(config) {
+  const needle = `service run --config ${winPath(config)}`;
+  const pids = [];
+  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      const state = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0];
+      if (cmdline.includes(needle) && state !== 'Z') pids.push(Number(pid));
+    } catch { /* the process ended while we looked */ }
+  }
+  return pids;
+}
+
+// wine makes a process that runs a service dispatcher a "system process". When no other process
+// has run in the prefix for a moment, wineserver shuts the prefix down: services.exe exits and the
+// dispatcher ends the service process (ExitProcess) without a stop control; the next wine command
+// boots the prefix again and services.exe auto-starts the service anew. A Windows machine keeps
+// running between commands, so the test keeps the prefix up with a persistent wineserver, booted
+// with its output going nowhere (services.exe and the service inherit the booting process's
+// stderr, which would keep the pipes of later commands open).
+function persistentWineserver() {
+  const opts = { env: { ...process.env, ...wineEnv }, stdio: 'ignore', timeout: 60000 };
+  spawnSync('wineserver', ['-k'], opts);
+  spawnSync('wineserver', ['-w'], opts);
+  assert.equal(spawnSync('wineserver', ['-p'], opts).status, 0, 'wineserver -p');
+  assert.equal(spawnSync(wine, ['cmd', '/c', 'exit'], opts).status, 0, 'wine boot');
+}
+
+test('warmslot.exe serves as a service under wine\'s service manager and stops gracefully', { skip }, async () => {
+  persistentWineserver();
+  const llama = await startLlama({ slots: 2, ctx: 4096 });
   const dir = tempDir('win');
   const config = path.join(dir, 'warmslot.yaml');
-  fs.writeFileSync(config, yamlConfig({ backends: [{ name: 'a', url: 'http://127.0.0.1:9' }] }));
+  fs.writeFileSync(config, yamlConfig({ backends: [{ name: 'a', url: llama.url }] }));
   const logFile = path.join(dir, 'logs', 'warmslot.log');  // directory made by `service install`
+  const log = () => fs.readFileSync(logFile, 'utf8');
   const svc = (...args) => runExe(['service', ...args]);
-  // wine's service manager may already have started the AUTO_START service when it booted;
-  // `service start` then reports it running all the same.
-  svc('uninstall');  // the wine prefix persists: drop what an interrupted run may have left
+  // The wine prefix persists, and booting it auto-starts a service an interrupted run left.
+  svc('stop');
+  svc('uninstall');
   let installed;
   try {
     installed = svc('install', '--config', winPath(config), '--log', winPath(logFile));
@@ -100,17 +128,42 @@ test('warmslot.exe service install, start, stop and uninstall under wine\'s serv
     const started = svc('start');
     assert.equal(started.status, 0, started.stderr);
     assert.match(started.stdout, /service warmslot running/);
+    // RUNNING is reported once warmslot listens; the service logs only to its file.
+    const port = log().match(/listening on 127\.0\.0\.1:(\d+)/)?.[1];
+    assert.ok(port, log());
+    const url = `http://127.0.0.1:${port}`;
+    const [pid, ...others] = serviceProcesses(config);
+    assert.ok(pid && others.length === 0, `one service process: ${[pid, ...others]}`);
+
+    const health = await getJson(`${url}/health`);
+    assert.equal(health.status, 200, JSON.stringify(health.body));
+    assert.equal(health.body.warmslot.status, 'ok');
+    const chat = await postJson(`${url}/v1/chat/completions`, {
+      messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 8,
+    });
+    assert.equal(chat.status, 200, JSON.stringify(chat.body));
+    assert.equal(chat.body.object, 'chat.completion');
+    assert.ok(chat.body.usage.prompt_tokens > 0);
+    assert.deepEqual(serviceProcesses(config), [pid], 'the same process still serves');
+
     const stopped = svc('stop');
     assert.equal(stopped.status, 0, stopped.stderr);
-    // The stop control raised SIGTERM inside the service: the same graceful stop as on Linux.
-    const log = fs.readFileSync(logFile, 'utf8');
-    assert.match(log, /signal \d+: stopping[\s\S]*\bstopped\r?\n[\s\S]*service reports stopped \(exit code 0\)/);
+    assert.match(stopped.stdout, /service warmslot stopped/);
+    await waitFor('the service process to exit', () => serviceProcesses(config).length === 0, 30000);
+    await assert.rejects(fetch(`${url}/health`), 'nothing listens on the port any more');
+    // One process served and stopped: it listened once, the stop control took the graceful path
+    // (drain, then "stopped"), and it reported STOPPED with exit code 0.
+    const text = log();
+    assert.equal(text.match(/listening on /g)?.length, 1, text);
+    assert.match(text, /POST \/v1\/chat\/completions 200/);
+    assert.match(text, /stop requested: stopping[\s\S]*\bstopped\r?\n[\s\S]*service reports stopped \(exit code 0\)/);
   } finally {
     if (installed?.status === 0) {
       svc('stop');
       const removed = svc('uninstall');
       assert.equal(removed.status, 0, removed.stderr);
     }
+    await llama.stop();
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
