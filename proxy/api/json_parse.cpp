@@ -65,15 +65,23 @@ std::size_t utf8_length(const unsigned char* p, const unsigned char* end) {
     return 0;
 }
 
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
+// Hexadecimal digits' values; -1 for every other byte.
+constexpr auto hex_values = [] {
+    std::array<std::int8_t, 256> values{};
+    values.fill(-1);
+    for (int c = 0; c < 10; ++c)
+        values[static_cast<std::size_t>('0' + c)] = static_cast<std::int8_t>(c);
+    for (int c = 0; c < 6; ++c) {
+        values[static_cast<std::size_t>('a' + c)] = static_cast<std::int8_t>(10 + c);
+        values[static_cast<std::size_t>('A' + c)] = static_cast<std::int8_t>(10 + c);
+    }
+    return values;
+}();
 
 void append_utf8(std::string& out, std::uint32_t cp) {
-    const auto byte = [&](std::uint32_t b) { out.push_back(static_cast<char>(b)); };
+    char bytes[4];
+    std::size_t n = 0;
+    const auto byte = [&](std::uint32_t b) { bytes[n++] = static_cast<char>(b); };
     if (cp < 0x80) {
         byte(cp);
     } else if (cp < 0x800) {
@@ -89,6 +97,7 @@ void append_utf8(std::string& out, std::uint32_t cp) {
         byte(0x80 | ((cp >> 6) & 0x3F));
         byte(0x80 | (cp & 0x3F));
     }
+    out.append(bytes, n);
 }
 
 // Recursive descent over the strict subset described in the header. Every method returns
@@ -124,6 +133,7 @@ class fast_parser {
     bool object(json& out, int depth);
     bool array(json& out, int depth);
     bool string(std::string& out);
+    bool skip_utf8();
     bool escape(std::string& out);
     bool hex4(std::uint32_t& cp);
     bool unicode_escape(std::string& out);
@@ -233,13 +243,28 @@ bool fast_parser::string(std::string& out) {
             run = p_;
         } else if (c < 0x80) {
             return false;  // a control character
-        } else {
-            const auto n = utf8_length(reinterpret_cast<const unsigned char*>(p_),
-                                       reinterpret_cast<const unsigned char*>(end_));
-            if (n == 0) return false;
-            p_ += n;
+        } else if (!skip_utf8()) {
+            return false;
         }
     }
+}
+
+// A run of multi-byte UTF-8 sequences at p_, two-byte ones (most non-Latin letters) checked
+// inline; false if one is malformed.
+bool fast_parser::skip_utf8() {
+    const auto* p = reinterpret_cast<const unsigned char*>(p_);
+    const auto* end = reinterpret_cast<const unsigned char*>(end_);
+    while (p != end && *p >= 0x80) {
+        if (*p >= 0xC2 && *p <= 0xDF && end - p >= 2 && (p[1] & 0xC0) == 0x80) {
+            p += 2;
+            continue;
+        }
+        const auto n = utf8_length(p, end);
+        if (n == 0) return false;
+        p += n;
+    }
+    p_ = reinterpret_cast<const char*>(p);
+    return true;
 }
 
 // The escape after a backslash at p_.
@@ -281,7 +306,7 @@ bool fast_parser::hex4(std::uint32_t& cp) {
     if (end_ - p_ < 4) return false;
     cp = 0;
     for (int i = 0; i < 4; ++i) {
-        const int v = hex_value(*p_++);
+        const int v = hex_values[static_cast<unsigned char>(*p_++)];
         if (v < 0) return false;
         cp = cp * 16 + static_cast<std::uint32_t>(v);
     }
@@ -320,7 +345,11 @@ bool fast_parser::number(json& out) {
     const bool negative = at('-');
     if (negative) ++p_;
     const char* int_start = p_;
-    const std::size_t int_digits = digits();
+    std::uint64_t magnitude = 0;  // wraps past 19 digits; integers that long go to nlohmann
+    while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
+        magnitude = magnitude * 10 + static_cast<std::uint64_t>(*p_++ - '0');
+    }
+    const auto int_digits = static_cast<std::size_t>(p_ - int_start);
     if (int_digits == 0 || (int_digits > 1 && *int_start == '0')) return false;
     bool integer = true;
     if (at('.')) {
@@ -336,13 +365,10 @@ bool fast_parser::number(json& out) {
     }
     if (integer) {
         if (int_digits > 18) return false;
-        std::uint64_t v = 0;
-        for (const char* d = int_start; d != p_; ++d)
-            v = v * 10 + static_cast<std::uint64_t>(*d - '0');
         if (negative) {
-            out = -static_cast<std::int64_t>(v);
+            out = -static_cast<std::int64_t>(magnitude);
         } else {
-            out = v;
+            out = magnitude;
         }
         return true;
     }
