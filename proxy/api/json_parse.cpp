@@ -211,6 +211,7 @@ bool fast_parser::array(json& out, int depth) {
         ++p_;
         return true;
     }
+    items.reserve(4);  // skips the reallocations to 2 and 4 items, as in a short chat
     while (true) {
         if (!value(items.emplace_back(), depth)) return false;
         skip_whitespace();
