@@ -4,7 +4,6 @@
 
 #include <doctest/doctest.h>
 
-#include <bit>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -12,57 +11,18 @@
 #include <string_view>
 #include <vector>
 
+#include "json_same.hpp"
+
 using nlohmann::json;
 using warmslot::api::parse_json;
 
 namespace {
 
-// Strict equality: same type at every level, doubles compared bitwise, keys in the same order.
-bool same(const json& a, const json& b) {
-    if (a.type() != b.type()) return false;
-    switch (a.type()) {
-        case json::value_t::object: {
-            const auto& x = a.get_ref<const json::object_t&>();
-            const auto& y = b.get_ref<const json::object_t&>();
-            if (x.size() != y.size()) return false;
-            for (auto i = x.begin(), j = y.begin(); i != x.end(); ++i, ++j) {
-                if (i->first != j->first || !same(i->second, j->second)) return false;
-            }
-            return true;
-        }
-        case json::value_t::array: {
-            const auto& x = a.get_ref<const json::array_t&>();
-            const auto& y = b.get_ref<const json::array_t&>();
-            if (x.size() != y.size()) return false;
-            for (std::size_t i = 0; i < x.size(); ++i) {
-                if (!same(x[i], y[i])) return false;
-            }
-            return true;
-        }
-        case json::value_t::string:
-            return a.get_ref<const std::string&>() == b.get_ref<const std::string&>();
-        case json::value_t::boolean:
-            return a.get<bool>() == b.get<bool>();
-        case json::value_t::number_integer:
-            return a.get<std::int64_t>() == b.get<std::int64_t>();
-        case json::value_t::number_unsigned:
-            return a.get<std::uint64_t>() == b.get<std::uint64_t>();
-        case json::value_t::number_float:
-            return std::bit_cast<std::uint64_t>(a.get<double>()) ==
-                   std::bit_cast<std::uint64_t>(b.get<double>());
-        case json::value_t::null:
-        case json::value_t::discarded:
-        case json::value_t::binary:
-            return true;
-    }
-    return false;
-}
-
 // True when parse_json agrees with nlohmann on `text`; prints the text when it does not.
 bool agrees(std::string_view text) {
     const json expected = json::parse(text, nullptr, false);
     const json got = parse_json(text);
-    if (same(got, expected)) return true;
+    if (json_same(got, expected)) return true;
     MESSAGE(
         "differs on: ", json(std::string(text)).dump(-1, ' ', true, json::error_handler_t::replace),
         " expected ", expected.dump(-1, ' ', false, json::error_handler_t::replace), " got ",
