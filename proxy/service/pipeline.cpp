@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "api/endpoints.hpp"
+#include "api/json_parse.hpp"
 #include "util/secrets.hpp"
 
 namespace warmslot::service {
@@ -89,7 +90,7 @@ awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
                                   std::string_view(ex.request.target()));
     nlohmann::json body;
     if (ep.kind == api::endpoint_kind::forward_json || ep.kind == api::endpoint_kind::explain) {
-        body = nlohmann::json::parse(ex.request.body(), nullptr, false);
+        body = api::parse_json(ex.request.body());
     }
     const auto path = api::path_of(std::string_view(ex.request.target()));
     if (auto refused = check(*out.cfg, ex.request, ep, &body)) {
