@@ -20,7 +20,8 @@ export function yamlConfig({ backends, apiKeys = [], extra = '' }) {
     lines.push('api_keys:');
     for (const k of apiKeys) lines.push(`  - "${k}"`);
   }
-  lines.push('log:', '  level: info');
+  // WARMSLOT_TEST_LOG_LEVEL=debug gives every warmslot a test starts debug logs.
+  lines.push('log:', `  level: ${process.env.WARMSLOT_TEST_LOG_LEVEL ?? 'info'}`);
   return `${lines.join('\n')}\n${extra}`;
 }
 
