@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "app/app.hpp"
+#include "app/process.hpp"
 #include "app/service.hpp"
 #include "app/warm_command.hpp"
 #include "config/config.hpp"
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
         if (cmd == "--help" || cmd == "-h") return usage(0);
         if (cmd == "service") return warmslot::app::service_command({argv + 2, argv + argc});
         if (cmd == "warm") return warmslot::app::warm_command({argv + 2, argv + argc});
+        // How supervised backends are started (app/process.hpp); not for interactive use.
+        if (cmd == "exec-child") return warmslot::app::exec_child({argv + 2, argv + argc});
         if (argc == 3 && cmd == "check-config") {
             const auto cfg = warmslot::config::load_file(argv[2]);
             std::printf("%s: ok (%zu backends)\n", argv[2], cfg.backends.size());

@@ -31,6 +31,10 @@ struct process_options {
     std::vector<std::string> argv;  // program first; a name without '/' is looked up in PATH
     std::string log_path;           // stdout and stderr are appended to this file (created if
                                     // missing; its directory must exist); "" = inherit ours
+    // A warmslot binary that starts the program through `exec-child` (see exec_child), so that
+    // on Linux the kernel stops the child when the process that started it dies, even by
+    // SIGKILL. "" = start the program directly. Ignored on Windows, where a job object does it.
+    std::string guard = {};
 };
 
 // One started child. It leads its own process group, so terminate() also reaches the processes
@@ -55,6 +59,17 @@ class process {
 // Starts the program. Throws std::system_error when it cannot be started (missing program, no
 // permission, unwritable log file); the message names the program.
 std::unique_ptr<process> start_process(const process_options& options);
+
+// The guard to put in process_options for children that must not outlive this process: this
+// very executable on Linux, "" elsewhere.
+std::string self_guard();
+
+// `warmslot exec-child PARENT_PID -- PROGRAM [ARG...]`, the guard's side: asks the kernel to
+// send SIGTERM when its parent dies (Linux; the parent is the thread that started it, which must
+// live as long as the child should), gives up if the parent is already gone, then replaces
+// itself with the program. Returns only on failure (exit code 2 for bad arguments, 127 when the
+// program cannot be started).
+int exec_child(const std::vector<std::string>& args);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and released). Another
 // process may take it before the caller uses it, so callers retry on "address in use".

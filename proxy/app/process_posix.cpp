@@ -7,8 +7,13 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 #include <thread>
@@ -139,10 +144,39 @@ std::string exit_status::describe() const {
     return "killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) + ")";
 }
 
+namespace {
+
+// Whether execvp would find `program`: a path as it is, a bare name in PATH.
+bool runnable(const std::string& program) {
+    if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+    const char* path = std::getenv("PATH");
+    std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+    for (std::size_t at = 0; at <= dirs.size();) {
+        const std::size_t end = std::min(dirs.find(':', at), dirs.size());
+        const std::string dir = end > at ? dirs.substr(at, end - at) : ".";
+        if (::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+        at = end + 1;
+    }
+    return false;
+}
+
+// The argv posix_spawn gets: the program's, or the guard's wrapped around it.
+std::vector<std::string> spawn_argv(const process_options& options) {
+    if (options.guard.empty()) return options.argv;
+    // Through the guard, a missing program would only show as exit code 127 later: say it now.
+    if (!runnable(options.argv.front())) throw os_error(ENOENT, "cannot start " + options.argv.front());
+    std::vector<std::string> out = {options.guard, "exec-child", std::to_string(::getpid()), "--"};
+    out.insert(out.end(), options.argv.begin(), options.argv.end());
+    return out;
+}
+
+}  // namespace
+
 std::unique_ptr<process> start_process(const process_options& options) {
     if (options.argv.empty() || options.argv.front().empty())
         throw os_error(EINVAL, "cannot start a process: empty command");
-    const std::string& program = options.argv.front();
+    const std::vector<std::string> args = spawn_argv(options);
+    const std::string& program = args.front();
     if (!options.log_path.empty()) {
         // posix_spawn would report an unopenable log as a failure of the program; check first.
         const int fd =
@@ -151,7 +185,7 @@ std::unique_ptr<process> start_process(const process_options& options) {
         ::close(fd);
     }
     std::vector<char*> argv;
-    for (const std::string& arg : options.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
     const spawn_setup setup(options);
     pid_t pid = 0;
@@ -159,6 +193,35 @@ std::unique_ptr<process> start_process(const process_options& options) {
         ::posix_spawnp(&pid, program.c_str(), setup.actions(), setup.attr(), argv.data(), environ);
     if (error != 0) throw os_error(error, "cannot start " + program);
     return std::make_unique<posix_process>(pid);
+}
+
+std::string self_guard() {
+#ifdef __linux__
+    return "/proc/self/exe";
+#else
+    return "";
+#endif
+}
+
+int exec_child(const std::vector<std::string>& args) {
+    if (args.size() < 3 || args[1] != "--") {
+        std::fputs("usage: warmslot exec-child PARENT_PID -- PROGRAM [ARG...]\n", stderr);
+        return 2;
+    }
+    const long parent = std::strtol(args[0].c_str(), nullptr, 10);
+#ifdef __linux__
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
+        std::fprintf(stderr, "warmslot exec-child: prctl: %s\n", std::strerror(errno));
+        return 127;
+    }
+#endif
+    if (::getppid() != parent) return 127;  // it died before the request took effect
+    std::vector<char*> argv;
+    for (std::size_t i = 2; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv.front(), argv.data());
+    std::fprintf(stderr, "warmslot exec-child: cannot start %s: %s\n", argv.front(), std::strerror(errno));
+    return 127;
 }
 
 std::uint16_t pick_free_loopback_port() {

@@ -184,6 +184,14 @@ std::unique_ptr<process> start_process(const process_options& options) {
     return std::make_unique<windows_process>(std::move(job), std::move(proc), pi.dwProcessId);
 }
 
+// The job object every child joins ends them with warmslot: no guard process needed.
+std::string self_guard() { return ""; }
+
+int exec_child(const std::vector<std::string>&) {
+    std::fputs("warmslot exec-child: not used on Windows\n", stderr);
+    return 2;
+}
+
 std::uint16_t pick_free_loopback_port() {
     WSADATA data;
     if (const int error = ::WSAStartup(MAKEWORD(2, 2), &data); error != 0)

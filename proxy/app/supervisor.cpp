@@ -124,6 +124,7 @@ void supervisor::launch(int index, const config::backend& b, child& c) {
     const auto now = clock::now();
     process_options opts;
     opts.argv = supervised_argv(b);
+    opts.guard = self_guard();  // a SIGKILLed warmslot leaves no llama-server behind
     try {
         if (!b.slot_save_path.empty()) std::filesystem::create_directories(b.slot_save_path);
         const auto dir = src_.current()->cache.dir;

@@ -13,7 +13,11 @@ const command = () => [llamaServerBin(), '-m', modelPath('llama'), '-c', '32768'
 const logText = (ws) => fs.readFileSync(ws.logFile, 'utf8');
 const pids = (ws) => [...logText(ws).matchAll(/started llama-server \(pid (\d+)\)/g)].map((m) => Number(m[1]));
 const snapshotFiles = (dir) => (fs.existsSync(dir) ? fs.readdirSync(dir) : []).filter((f) => /^ws-.*\.bin$/.test(f));
-const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+// Running: it exists and is not a zombie (an orphan's end may wait for init to reap it).
+const alive = (pid) => {
+  try { process.kill(pid, 0); } catch { return false; }
+  try { return !/^\d+ \(.*\) Z/s.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
+};
 
 // Stops warmslot; should it fail to stop its children (a hang, a crash), they are killed here
 // so that no llama-server outlives the test. Their process groups are their own.
@@ -87,6 +91,22 @@ test('a supervised llama-server killed with SIGKILL is restarted, and a known do
     await stopAll(ws);
   }
   assert.equal(alive(last), false, 'the supervised llama-server stops with warmslot');
+});
+
+test('a warmslot killed with SIGKILL leaves no supervised llama-server running', { timeout: 300000 }, async () => {
+  const ws = await startWarmslot({ backends: [{ name: 'sup', command: command() }], extra: settings(tempDir('state')) });
+  try {
+    await routed(ws);
+    const [pid] = pids(ws);
+    assert.ok(alive(pid));
+    assert.equal((await ws.proc.stop('SIGKILL')).signal, 'SIGKILL');  // warmslot's group only
+    await waitFor('llama-server to end with warmslot', () => !alive(pid), 30000, 50);
+  } finally {
+    if (ws.proc.running) await stopAll(ws);
+    for (const p of pids(ws).filter(alive)) {
+      try { process.kill(-p, 'SIGKILL'); } catch { /* already gone */ }
+    }
+  }
 });
 
 test('on demand: started by the first request, stopped when idle after a save, restored on the next', { timeout: 300000 }, async () => {

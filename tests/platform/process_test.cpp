@@ -7,7 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <utility>
 #include <system_error>
 
 #include "helpers.hpp"
@@ -145,4 +148,63 @@ TEST_CASE("process: the child gets no descriptors but stdin, stdout and stderr")
     CHECK(wait_exit(*p).code == 0);
     ::close(leaked);
     CHECK(read_text(log) == "0\n1\n2\n");  // the shell's own descriptors
+}
+
+namespace {
+
+const char* warmslot_bin() {
+    const char* bin = std::getenv("WARMSLOT_BIN");
+    REQUIRE_MESSAGE(bin != nullptr, "set WARMSLOT_BIN to the warmslot binary");
+    return bin;
+}
+
+// A shell (started without a guard) that starts `sleep 30` in the background, through the
+// guard when `guarded`, prints the sleep's pid and waits. Returns the shell and that pid.
+std::pair<std::unique_ptr<process>, pid_t> shell_with_sleep(const std::string& log, bool guarded) {
+    const std::string start = guarded ? "\"$0\" exec-child $$ -- sleep 30 &" : "sleep 30 &";
+    auto sh = start_process({{"/bin/sh", "-c", start + " echo $!; wait", warmslot_bin()}, log});
+    REQUIRE(wait_until([&] { return contains(read_text(log), "\n"); }, 10s));
+    const pid_t sleeper = std::stoi(read_text(log));
+    // The sleep is running (the guard has exec'd it) before its parent goes.
+    REQUIRE(wait_until([&] { return contains(read_text("/proc/" + std::to_string(sleeper) + "/cmdline"), "sleep"); }, 10s));
+    return {std::move(sh), sleeper};
+}
+
+}  // namespace
+
+#ifdef __linux__
+TEST_CASE("process: a guarded child ends when the process that started it is SIGKILLed") {
+    const temp_dir dir("process");
+    auto [sh, guarded_pid] = shell_with_sleep(dir.file("guarded.log"), true);
+    const pid_t sleeper = guarded_pid;  // a lambda cannot capture a structured binding
+    ::kill(static_cast<pid_t>(sh->pid()), SIGKILL);  // the shell only, not its group
+    CHECK(wait_exit(*sh).signal == SIGKILL);
+    CHECK(wait_until([&] { return not_running(sleeper); }, 10s));
+
+    // Without the guard the same child outlives its parent (then the test ends it).
+    auto [plain_sh, plain_pid] = shell_with_sleep(dir.file("plain.log"), false);
+    const pid_t survivor = plain_pid;
+    ::kill(static_cast<pid_t>(plain_sh->pid()), SIGKILL);
+    CHECK(wait_exit(*plain_sh).signal == SIGKILL);
+    CHECK_FALSE(wait_until([&] { return not_running(survivor); }, 1s));
+    ::kill(survivor, SIGKILL);
+}
+#endif
+
+TEST_CASE("process: through the guard the program runs as itself, with its exit code") {
+    const temp_dir dir("process");
+    const std::string log = dir.file("child.log");
+    warmslot::app::process_options opts{{"/bin/sh", "-c", "echo $$ \"$1\"; exit 3", "sh", "a b"}, log};
+    opts.guard = warmslot_bin();
+    auto p = start_process(opts);
+    CHECK(wait_exit(*p).code == 3);
+    CHECK(read_text(log) == std::to_string(p->pid()) + " a b\n");  // the same process, exec'd
+
+    opts = {{"/nonexistent/llama-server"}, ""};
+    opts.guard = warmslot_bin();
+    CHECK_THROWS_WITH_AS(start_process(opts), doctest::Contains("cannot start /nonexistent/llama-server"),
+                         std::system_error);
+    // A guard whose parent is not the one named gives up without starting the program.
+    auto orphan = start_process({{warmslot_bin(), "exec-child", "1", "--", "/bin/sh", "-c", "exit 0"}, ""});
+    CHECK(wait_exit(*orphan).code == 127);
 }
