@@ -1,5 +1,7 @@
 #include "api/json_parse.hpp"
 
+#include "api/json_text.hpp"
+
 #include <array>
 #include <bit>
 #include <charconv>
@@ -12,58 +14,15 @@
 namespace warmslot::api {
 namespace {
 
+using json_text::skip_plain;
+using json_text::utf8_length;
+
 using nlohmann::json;
 
 // Deeper documents go to nlohmann, which has no limit of its own.
 constexpr int max_depth = 128;
 
-// Bytes a string holds as they are: ASCII from 0x20 on, except '"' and '\\'.
-constexpr auto plain_bytes = [] {
-    std::array<bool, 256> plain{};
-    for (std::size_t c = 0x20; c < 0x80; ++c) plain[c] = c != '"' && c != '\\';
-    return plain;
-}();
 
-// The first byte from `p` on that is not plain, eight bytes per step while it can. Each mask
-// marks the bytes of one kind (control, non-ASCII, quote, backslash); borrows can only mark
-// bytes after a real match, so the lowest mark is the first byte that is not plain.
-const char* skip_plain(const char* p, const char* end) {
-    constexpr std::uint64_t ones = 0x0101010101010101;
-    constexpr std::uint64_t highs = 0x8080808080808080;
-    const auto has_zero = [](std::uint64_t v) { return (v - ones) & ~v & highs; };
-    if constexpr (std::endian::native == std::endian::little) {
-        while (end - p >= 8) {
-            std::uint64_t x = 0;
-            std::memcpy(&x, p, sizeof x);
-            const std::uint64_t special = ((x - ones * 0x20) & ~x & highs) | (x & highs) |
-                                          has_zero(x ^ (ones * '"')) | has_zero(x ^ (ones * '\\'));
-            if (special != 0) return p + std::countr_zero(special) / 8;
-            p += 8;
-        }
-    }
-    while (p != end && plain_bytes[static_cast<unsigned char>(*p)]) ++p;
-    return p;
-}
-
-// Length of the well-formed UTF-8 sequence at `p` (RFC 3629, as nlohmann checks it), or 0.
-std::size_t utf8_length(const unsigned char* p, const unsigned char* end) {
-    const auto in = [&](std::size_t i, unsigned lo, unsigned hi) {
-        return p + i < end && p[i] >= lo && p[i] <= hi;
-    };
-    const unsigned c = p[0];
-    if (c >= 0xC2 && c <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
-    if (c == 0xE0) return in(1, 0xA0, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
-    if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
-        return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
-    }
-    if (c == 0xED) return in(1, 0x80, 0x9F) && in(2, 0x80, 0xBF) ? 3 : 0;
-    if (c == 0xF0) return in(1, 0x90, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
-    if (c >= 0xF1 && c <= 0xF3) {
-        return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
-    }
-    if (c == 0xF4) return in(1, 0x80, 0x8F) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
-    return 0;
-}
 
 // Hexadecimal digits' values; -1 for every other byte.
 constexpr auto hex_values = [] {

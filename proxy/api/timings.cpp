@@ -1,5 +1,7 @@
 #include "api/timings.hpp"
 
+#include "api/json_text.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -235,50 +237,12 @@ private:
     stats_reader& r_;
 };
 
-// Length of the well-formed UTF-8 sequence at `p` (RFC 3629, as nlohmann checks it), or 0.
-std::size_t utf8_length(const unsigned char* p, const unsigned char* end) {
-    const auto in = [&](std::size_t i, unsigned lo, unsigned hi) {
-        return p + i < end && p[i] >= lo && p[i] <= hi;
-    };
-    const unsigned c = p[0];
-    if (c >= 0xC2 && c <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
-    if (c == 0xE0) return in(1, 0xA0, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
-    if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
-        return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
-    }
-    if (c == 0xED) return in(1, 0x80, 0x9F) && in(2, 0x80, 0xBF) ? 3 : 0;
-    if (c == 0xF0) return in(1, 0x90, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
-    if (c >= 0xF1 && c <= 0xF3) {
-        return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
-    }
-    if (c == 0xF4) return in(1, 0x80, 0x8F) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
-    return 0;
-}
-
-// Bytes a string holds as they are: printable ASCII except '"' and '\\'.
-constexpr auto plain_bytes = [] {
-    std::array<bool, 256> plain{};
-    for (std::size_t c = 0x20; c < 0x80; ++c) plain[c] = c != '"' && c != '\\';
-    return plain;
-}();
-
-// True when one of the 8 bytes of `w` is '"', '\\', a control character or not ASCII: a byte
-// the per-byte loop must look at (the SWAR tests of "Bit Twiddling Hacks", exact for these).
-constexpr bool any_special(std::uint64_t w) noexcept {
-    constexpr std::uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    const auto has_zero = [](std::uint64_t v) { return (v - ones) & ~v & highs; };
-    const std::uint64_t below_space = (w - ones * 0x20) & ~w & highs;
-    return ((w & highs) | below_space | has_zero(w ^ (ones * '"')) | has_zero(w ^ (ones * '\\'))) != 0;
-}
 
 // A string at p_ (on its opening quote); `text` is its raw content, escapes not decoded.
 bool fast_scan::string(std::string_view& text) {
     const char* start = ++p_;
     while (p_ != end_) {
-        // Eight plain bytes at a time, then byte by byte up to the next special one.
-        std::uint64_t w;
-        while (end_ - p_ >= 8 && (std::memcpy(&w, p_, 8), !any_special(w))) p_ += 8;
-        while (p_ != end_ && plain_bytes[static_cast<unsigned char>(*p_)]) ++p_;
+        p_ = json_text::skip_plain(p_, end_);
         if (p_ == end_) break;
         const auto c = static_cast<unsigned char>(*p_);
         if (c == '"') {
@@ -295,7 +259,7 @@ bool fast_scan::string(std::string_view& text) {
         } else if (c < 0x80) {
             ++p_;
         } else {
-            const auto n = utf8_length(reinterpret_cast<const unsigned char*>(p_),
+            const auto n = json_text::utf8_length(reinterpret_cast<const unsigned char*>(p_),
                                        reinterpret_cast<const unsigned char*>(end_));
             if (n == 0) return false;
             p_ += n;
