@@ -22,8 +22,6 @@ using nlohmann::json;
 // Deeper documents go to nlohmann, which has no limit of its own.
 constexpr int max_depth = 128;
 
-
-
 // Hexadecimal digits' values; -1 for every other byte.
 constexpr auto hex_values = [] {
     std::array<std::int8_t, 256> values{};
