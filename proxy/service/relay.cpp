@@ -20,6 +20,7 @@ constexpr const char* trailer_names = "X-Warmslot-Cached-Tokens, X-Warmslot-Proc
 // Watches relayed SSE bytes for llama-server's timings; never changes them.
 class sse_stats {
 public:
+    sse_stats() { events_.reserve(16); }  // a read holds a few events: no growth on the way
     void feed(const char* data, std::size_t n) {
         events_.clear();
         parser_.feed(std::string_view(data, n), events_);
