@@ -1,9 +1,9 @@
 // Forwarding one request: plan -> prepare_slot -> forward -> relay -> record.
 //
 // The planner picks backend and slot from what the registry believes; a pinned request carries
-// `id_slot`. A client_watch (relay.hpp) peeks at the client socket during the exchange and
-// closes the upstream socket as soon as the client goes, so llama-server cancels the task and
-// frees the slot. Failover happens only before the first byte reached the client.
+// `id_slot`. A client_watch (relay.hpp) peeks at the client socket once the exchange has run for
+// watch_list::delay and closes the upstream socket as soon as the client goes, so llama-server
+// cancels the task and frees the slot. Failover happens only before the first byte reached the client.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -225,7 +225,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         reg_.cancel(t);
     };
     {
-        client_watch watch(*ex.client, st);
+        const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
         co_await run();
     }
     out.client_gone = st.client_gone;

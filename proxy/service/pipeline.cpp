@@ -10,6 +10,7 @@
 
 #include "api/endpoints.hpp"
 #include "api/json_parse.hpp"
+#include "service/relay.hpp"
 #include "util/secrets.hpp"
 
 namespace warmslot::service {
@@ -35,8 +36,11 @@ pipeline::pipeline(const config::source& src, http_server::workers& w, routing::
     : src_(src), reg_(reg), disk_(disk), rewriter_(src.current()->rewrite) {
     for (std::size_t i = 0; i < w.size(); ++i) {
         pools_.push_back(std::make_unique<upstream::pool>(w.context(i).get_executor()));
+        watches_.push_back(std::make_unique<watch_list>(w.context(i).get_executor()));
     }
 }
+
+pipeline::~pipeline() = default;
 
 awaitable<void> pipeline::handle(http_server::exchange& ex) {
     const auto start = std::chrono::steady_clock::now();

@@ -25,6 +25,8 @@
 
 namespace warmslot::service {
 
+class watch_list;
+
 // What became of a request: the access log line is made from it.
 struct outcome {
     config::snapshot cfg;     // the config this request runs under, kept until it ends
@@ -64,6 +66,7 @@ public:
     // `disk` may be null (no disk tier).
     pipeline(const config::source& src, http_server::workers& w, routing::registry& reg,
              disk_tier* disk = nullptr);
+    ~pipeline();
     awaitable<void> handle(http_server::exchange& ex);
     void set_starter(starter* s) { starter_ = s; }  // before serving
     // A config reload: the rewrite rules of the new snapshot apply to the next requests.
@@ -97,6 +100,7 @@ private:
     starter* starter_ = nullptr;
     rewrite::rewriter rewriter_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
+    std::vector<std::unique_ptr<watch_list>> watches_;    // one per worker
 };
 
 }  // namespace warmslot::service

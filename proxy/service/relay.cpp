@@ -182,6 +182,34 @@ client_watch::~client_watch() {
     client_.socket().cancel(ignored);  // the exchange is over: only the peek is pending
 }
 
+watch_list::entry::entry(watch_list& list, beast::tcp_stream& client, forward_state& st)
+    : list_(list), client_(client), st_(st), since_(std::chrono::steady_clock::now()) {
+    next_ = list_.head_;
+    if (next_) next_->prev_ = this;
+    list_.head_ = this;
+    if (!list_.armed_) list_.arm();
+}
+
+watch_list::entry::~entry() {
+    (prev_ ? prev_->next_ : list_.head_) = next_;
+    if (next_) next_->prev_ = prev_;
+    watch_.reset();  // cancels its peek
+}
+
+void watch_list::arm() {
+    armed_ = true;
+    timer_.expires_after(delay);
+    timer_.async_wait([this](const error_code& ec) {
+        if (ec) return;  // cancelled: the list is going away
+        armed_ = false;
+        const auto now = std::chrono::steady_clock::now();
+        for (entry* e = head_; e != nullptr; e = e->next_) {
+            if (!e->watch_ && now - e->since_ >= delay) e->watch_.emplace(e->client_, e->st_);
+        }
+        if (head_) arm();
+    });
+}
+
 awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
                       http::response_parser<http::buffer_body>& p, forward_state& st,
                       outcome& out, const config::config& cfg, const header_list& extra) {

@@ -1,6 +1,7 @@
 // Relaying one backend response to the client. Internal to the service module.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,7 +44,7 @@ using header_list = std::vector<std::pair<std::string_view, std::string>>;  // n
 // disconnects, it sets `client_gone` and closes the upstream connection in use, so
 // llama-server cancels the task at once and the forwarding code stops at its next step. A
 // client that pipelines its next request is still there: watching ends. A plain completion
-// handler rather than a coroutine beside the exchange: one socket operation per request.
+// handler rather than a coroutine beside the exchange: one socket operation per watch.
 // Lives on the exchange's worker; after destruction it never touches `st` again.
 class client_watch {
 public:
@@ -56,6 +57,43 @@ private:
     struct shared;  // outlives the watch until the pending peek completes
     beast::tcp_stream& client_;
     std::shared_ptr<shared> shared_;
+};
+
+// Starts a client_watch for each exchange of one worker that is still running `delay` after it
+// began, so that the many requests that end sooner cost no socket operation for it; a client
+// that leaves is noticed within twice the delay. One per worker, used on that worker only.
+class watch_list {
+public:
+    static constexpr std::chrono::milliseconds delay{50};
+
+    explicit watch_list(const net::any_io_executor& ex) : timer_(ex) {}
+    watch_list(const watch_list&) = delete;
+    watch_list& operator=(const watch_list&) = delete;
+
+    // One exchange's place in the list, for as long as the exchange runs.
+    class entry {
+    public:
+        entry(watch_list& list, beast::tcp_stream& client, forward_state& st);
+        ~entry();
+        entry(const entry&) = delete;
+        entry& operator=(const entry&) = delete;
+
+    private:
+        friend class watch_list;
+        watch_list& list_;
+        beast::tcp_stream& client_;
+        forward_state& st_;
+        std::chrono::steady_clock::time_point since_;
+        std::optional<client_watch> watch_;
+        entry* prev_ = nullptr;
+        entry* next_ = nullptr;
+    };
+
+private:
+    void arm();  // one timer for the whole list, while it has entries
+    entry* head_ = nullptr;
+    net::steady_timer timer_;
+    bool armed_ = false;
 };
 
 // Relays the response whose headers `p` has read. Small non-streamed bodies are read whole
