@@ -292,6 +292,20 @@ TEST_CASE("find_prompt_stats: a special byte anywhere in a long string is seen")
     }
 }
 
+TEST_CASE("may_carry_stats: the quoted keys anywhere, and nothing else") {
+    const std::vector<std::pair<std::string_view, bool>> cases = {
+        {R"("timings")", true}, {R"("usage")", true}, {R"(x"timings")", true},
+        {R"({"a":"g","usage":{}})", true}, {R"(gg"timings":{})", true},
+        {R"(timings usage)", false}, {R"("timing")", false}, {R"("timings)", false},
+        {R"(usage")", false}, {R"("usag")", false}, {"g", false}, {"", false},
+        {R"({"msg":"big egg"})", false}, {R"("Timings")", false},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.first);
+        CHECK(api::may_carry_stats(c.first) == c.second);
+    }
+}
+
 TEST_CASE("find_prompt_stats: no stats") {
     const std::vector<std::string_view> none = {
         "",
