@@ -18,23 +18,18 @@ constexpr const char* processed_header = "X-Warmslot-Processed-Tokens";
 constexpr const char* trailer_names = "X-Warmslot-Cached-Tokens, X-Warmslot-Processed-Tokens";
 
 // Watches relayed SSE bytes for llama-server's timings; never changes them.
-class sse_stats {
+class sse_stats final : sse::event_sink {
 public:
-    sse_stats() { events_.reserve(16); }  // a read holds a few events: no growth on the way
-    void feed(const char* data, std::size_t n) {
-        events_.clear();
-        parser_.feed(std::string_view(data, n), events_);
-        for (const auto& e : events_) {
-            if (api::may_carry_stats(e.data)) {
-                if (auto s = api::find_prompt_stats(e.data)) stats = s;
-            }
-        }
-    }
+    void feed(const char* data, std::size_t n) { parser_.feed(std::string_view(data, n), *this); }
     std::optional<api::prompt_stats> stats;
 
 private:
+    void on_event(std::string_view, std::string_view data, std::string_view) override {
+        if (api::may_carry_stats(data)) {
+            if (auto s = api::find_prompt_stats(data)) stats = s;
+        }
+    }
     sse::parser parser_;
-    std::vector<sse::event> events_;
 };
 
 // A client response head built as Beast builds one from the backend's end-to-end headers and

@@ -29,6 +29,17 @@ void release(std::string& s) noexcept { std::string().swap(s); }
 parser::parser(std::size_t max_event_bytes) noexcept : max_event_bytes_{max_event_bytes} {}
 
 void parser::feed(std::string_view bytes, std::vector<event>& out) {
+    struct collect final : event_sink {
+        std::vector<event>& events;
+        explicit collect(std::vector<event>& e) : events(e) {}
+        void on_event(std::string_view name, std::string_view data, std::string_view id) override {
+            events.push_back(event{std::string(name), std::string(data), std::string(id)});
+        }
+    } sink(out);
+    feed(bytes, sink);
+}
+
+void parser::feed(std::string_view bytes, event_sink& out) {
     std::size_t pos = 0;
     while (pos < bytes.size() && !failed_) {
         if (skip_lf_) {
@@ -71,7 +82,7 @@ void parser::append_partial(std::string_view part) {
     line_.append(part);
 }
 
-void parser::end_line(std::string_view tail, std::vector<event>& out) {
+void parser::end_line(std::string_view tail, event_sink& out) {
     if (in_comment_ || (line_.empty() && !tail.empty() && tail.front() == ':')) {
         in_comment_ = false;
         at_stream_start_ = false;
@@ -90,7 +101,7 @@ void parser::end_line(std::string_view tail, std::vector<event>& out) {
     line_.clear();
 }
 
-void parser::process_line(std::string_view line, std::vector<event>& out) {
+void parser::process_line(std::string_view line, event_sink& out) {
     if (at_stream_start_) {
         at_stream_start_ = false;
         if (line.starts_with(byte_order_mark)) line.remove_prefix(byte_order_mark.size());
@@ -123,15 +134,15 @@ void parser::process_field(std::string_view field, std::string_view value) {
     // "retry" and unknown fields are ignored.
 }
 
-void parser::dispatch(std::vector<event>& out) {
+void parser::dispatch(event_sink& out) {
     if (data_.empty()) {
         name_.clear();
         return;
     }
     data_.pop_back();  // the "\n" after the last data line
-    out.push_back(event{std::move(name_), std::move(data_), last_id_});
+    out.on_event(name_, data_, last_id_);
     name_.clear();
-    data_.clear();
+    data_.clear();  // keeps its buffer for the next event
 }
 
 bool parser::fits(std::size_t extra) const noexcept {

@@ -38,6 +38,15 @@ struct event {
     friend bool operator==(const event&, const event&) = default;
 };
 
+// Receives each event as it completes. The views are valid during the call only.
+class event_sink {
+  public:
+    virtual void on_event(std::string_view name, std::string_view data, std::string_view id) = 0;
+
+  protected:
+    ~event_sink() = default;
+};
+
 class parser {
   public:
     static constexpr std::size_t default_max_event_bytes = 8 * 1024 * 1024;
@@ -52,6 +61,8 @@ class parser {
     // Consumes the next chunk of the stream and appends every event it completes to `out`.
     // Chunks may be split anywhere, even inside a "\r\n". Once `failed()`, does nothing.
     void feed(std::string_view bytes, std::vector<event>& out);
+    // The same, handing each event to `sink` without building an `event`.
+    void feed(std::string_view bytes, event_sink& sink);
 
     // End of stream. Per WHATWG an unterminated event is NOT dispatched, so nothing is ever
     // appended to `out`; check `pending()` first to learn whether the stream was cut inside an
@@ -66,10 +77,10 @@ class parser {
 
   private:
     void append_partial(std::string_view part);
-    void end_line(std::string_view tail, std::vector<event>& out);
-    void process_line(std::string_view line, std::vector<event>& out);
+    void end_line(std::string_view tail, event_sink& out);
+    void process_line(std::string_view line, event_sink& out);
     void process_field(std::string_view field, std::string_view value);
-    void dispatch(std::vector<event>& out);
+    void dispatch(event_sink& out);
     [[nodiscard]] bool fits(std::size_t extra) const noexcept;
     void fail() noexcept;
 
