@@ -191,7 +191,8 @@ private:
             case '[': return array(depth);
             case '"': {
                 std::string_view ignored;
-                return string(ignored) && r_.other_value();
+                bool escaped = false;
+                return string(ignored, escaped) && r_.other_value();
             }
             case 't': return literal("true") && r_.assign_number(1, 1.0);
             case 'f': return literal("false") && r_.assign_number(0, 0.0);
@@ -206,7 +207,8 @@ private:
         do {
             std::string_view k;
             skip_ws();
-            if (p_ == end_ || *p_ != '"' || !string(k) || k.find('\\') != k.npos) return false;
+            bool escaped = false;
+            if (p_ == end_ || *p_ != '"' || !string(k, escaped) || escaped) return false;
             r_.key_text(k);
             if (!eat(':') || !value(depth + 1)) return false;
         } while (eat(','));
@@ -229,7 +231,7 @@ private:
         p_ += word.size();
         return true;
     }
-    bool string(std::string_view& text);
+    bool string(std::string_view& text, bool& escaped);
     bool number();
 
     const char* p_;
@@ -237,9 +239,9 @@ private:
     stats_reader& r_;
 };
 
-
-// A string at p_ (on its opening quote); `text` is its raw content, escapes not decoded.
-bool fast_scan::string(std::string_view& text) {
+// A string at p_ (on its opening quote); `text` is its raw content, escapes not decoded, and
+// `escaped` tells whether it has any.
+bool fast_scan::string(std::string_view& text, bool& escaped) {
     const char* start = ++p_;
     while (p_ != end_) {
         p_ = json_text::skip_plain(p_, end_);
@@ -252,6 +254,7 @@ bool fast_scan::string(std::string_view& text) {
         }
         if (c < 0x20) return false;
         if (c == '\\') {
+            escaped = true;
             if (++p_ == end_ || std::string_view("\"\\/bfnrt").find(*p_) == std::string_view::npos) {
                 return false;  // \u escapes and errors: unsure
             }
@@ -295,8 +298,9 @@ bool fast_scan::number() {
     }
     if (integer) {
         if (int_digits > 18) return false;
-        long v = 0;
-        std::from_chars(start, p_, v);
+        long v = 0;  // at most 18 digits: no overflow
+        for (const char* d = int_start; d != p_; ++d) v = v * 10 + (*d - '0');
+        if (*start == '-') v = -v;
         return r_.assign_number(v, static_cast<double>(v));
     }
     double d = 0;
