@@ -52,11 +52,17 @@ public:
     }
     unsigned status() const { return static_cast<unsigned>(result_); }
     std::string str() const {
-        http::response_header<> status_line;
-        status_line.result(result_);
-        status_line.version(11);
-        std::string head = http_server::serialized_head(status_line);
-        head.resize(head.size() - 2);  // the empty line: the fields come first
+        // The status line as serialized_head() writes it for HTTP/1.1 and this status.
+        const unsigned code = static_cast<unsigned>(result_) % 1000;
+        const char status_line[] = {'H', 'T', 'T', 'P', '/', '1', '.', '1', ' ',
+                                    static_cast<char>('0' + code / 100),
+                                    static_cast<char>('0' + code / 10 % 10),
+                                    static_cast<char>('0' + code % 10), ' '};
+        const auto reason = http::obsolete_reason(result_);
+        std::string head;
+        head.reserve(256);
+        head.append(status_line, sizeof status_line).append(reason.data(), reason.size());
+        head.append("\r\n");
         for (const auto& [name, value] : fields_) {
             head.append(name).append(": ").append(value).append("\r\n");
         }
