@@ -80,14 +80,33 @@ void set_stats(http::fields& f, const std::optional<api::prompt_stats>& s) {
     f.set(processed_header, std::to_string(s->processed));
 }
 
+// Parses the part of the body already received (often all of it) without an I/O operation.
+std::pair<error_code, std::size_t> parse_buffered(http::response_parser<http::string_body>& p,
+                                                  beast::flat_buffer& in) {
+    error_code ec;
+    std::size_t total = 0;
+    p.eager(true);
+    while (!p.is_done() && in.size() > 0) {
+        const std::size_t used = p.put(in.data(), ec);
+        in.consume(used);
+        total += used;
+        if (ec == http::error::need_more) return {error_code{}, total};
+        if (ec || used == 0) break;
+    }
+    return {ec, total};
+}
+
 // A small non-streamed answer: read it whole, then send it with the cache headers.
 awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& up,
                                http::response_parser<http::buffer_body>& p, forward_state& st,
                                outcome& out, const config::config& cfg, const header_list& extra) {
     http::response_parser<http::string_body> whole{std::move(p)};
     whole.body_limit(max_buffered_body);
-    up.stream.expires_after(cfg.timeouts.stream_idle);
-    auto [ec, n] = co_await http::async_read(up.stream, up.buffer, whole, nothrow);
+    auto [ec, n] = parse_buffered(whole, up.buffer);
+    if (!ec && !whole.is_done()) {
+        up.stream.expires_after(cfg.timeouts.stream_idle);
+        std::tie(ec, n) = co_await http::async_read(up.stream, up.buffer, whole, nothrow);
+    }
     if (ec) {
         st.last_error = ec;  // nothing reached the client yet: the caller answers with an error
         co_return;
