@@ -42,11 +42,37 @@ pipeline::pipeline(const config::source& src, http_server::workers& w, routing::
 
 pipeline::~pipeline() = default;
 
+// The whole request in one coroutine: a nested one for the dispatch would cost a frame each time.
 awaitable<void> pipeline::handle(http_server::exchange& ex) {
     const auto start = std::chrono::steady_clock::now();
     outcome out;
     out.cfg = src_.current();
-    co_await dispatch(ex, out);
+    const auto ep = api::classify(std::string_view(ex.request.method_string()),
+                                  std::string_view(ex.request.target()));
+    nlohmann::json body;
+    if (ep.kind == api::endpoint_kind::forward_json || ep.kind == api::endpoint_kind::explain) {
+        body = api::parse_json(ex.request.body());
+    }
+    const auto path = api::path_of(std::string_view(ex.request.target()));
+    if (auto refused = check(*out.cfg, ex.request, ep, &body)) {
+        co_await fail(ex, out, refused->kind, std::move(refused->message));
+    } else if (ep.kind == api::endpoint_kind::health) {
+        co_await health(ex, out);
+    } else if (ep.kind == api::endpoint_kind::metrics) {
+        co_await metrics(ex, out);
+    } else if (ep.kind == api::endpoint_kind::admin) {
+        co_await admin(ex, out);
+    } else if (ep.kind == api::endpoint_kind::explain) {
+        co_await explain(ex, out, body);
+    } else if ((path == "/v1/models" || path == "/models") && config::active_backends(*out.cfg) > 1) {
+        co_await models(ex, out);
+    } else {
+        const bool json_body = ep.kind == api::endpoint_kind::forward_json;
+        std::optional<rewrite::result> rewritten;
+        if (json_body) rewritten = apply_rewrites(ex, body, out);
+        co_await forward(ex, out, json_body ? &body : nullptr);
+        if (rewritten && out.status == 200 && !out.client_gone) rewriter_.remember(*rewritten);
+    }
     const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
     log_access(ex, out, took.count());
 }
@@ -89,34 +115,6 @@ std::optional<rejection> pipeline::check(const config::config& cfg,
     return std::nullopt;
 }
 
-awaitable<void> pipeline::dispatch(http_server::exchange& ex, outcome& out) {
-    const auto ep = api::classify(std::string_view(ex.request.method_string()),
-                                  std::string_view(ex.request.target()));
-    nlohmann::json body;
-    if (ep.kind == api::endpoint_kind::forward_json || ep.kind == api::endpoint_kind::explain) {
-        body = api::parse_json(ex.request.body());
-    }
-    const auto path = api::path_of(std::string_view(ex.request.target()));
-    if (auto refused = check(*out.cfg, ex.request, ep, &body)) {
-        co_await fail(ex, out, refused->kind, std::move(refused->message));
-    } else if (ep.kind == api::endpoint_kind::health) {
-        co_await health(ex, out);
-    } else if (ep.kind == api::endpoint_kind::metrics) {
-        co_await metrics(ex, out);
-    } else if (ep.kind == api::endpoint_kind::admin) {
-        co_await admin(ex, out);
-    } else if (ep.kind == api::endpoint_kind::explain) {
-        co_await explain(ex, out, body);
-    } else if ((path == "/v1/models" || path == "/models") && config::active_backends(*out.cfg) > 1) {
-        co_await models(ex, out);
-    } else {
-        const bool json_body = ep.kind == api::endpoint_kind::forward_json;
-        std::optional<rewrite::result> rewritten;
-        if (json_body) rewritten = apply_rewrites(ex, body, out);
-        co_await forward(ex, out, json_body ? &body : nullptr);
-        if (rewritten && out.status == 200 && !out.client_gone) rewriter_.remember(*rewritten);
-    }
-}
 
 bool pipeline::authorized(const config::config& cfg,
                           const http::request<http::string_body>& req) const {

@@ -73,7 +73,6 @@ public:
     void reconfigure(const config::config& cfg) { rewriter_.set_rules(cfg.rewrite); }
 
 private:
-    awaitable<void> dispatch(http_server::exchange& ex, outcome& out);
     awaitable<void> forward(http_server::exchange& ex, outcome& out, const nlohmann::json* body);
     awaitable<bool> wait_for_slot(const config::config& cfg, routing::ticket& t,
                                   forward_state& st);

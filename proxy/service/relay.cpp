@@ -230,15 +230,15 @@ void watch_list::arm() {
     });
 }
 
-awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
-                      http::response_parser<http::buffer_body>& p, forward_state& st,
-                      outcome& out, const config::config& cfg, const header_list& extra) {
+namespace {
+
+// A streamed or large answer: copied to the client chunk by chunk as it arrives.
+awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& up,
+                               http::response_parser<http::buffer_body>& p, forward_state& st,
+                               outcome& out, const config::config& cfg, const header_list& extra,
+                               bool sse) {
     const auto& head = p.get();
-    const bool sse = head[http::field::content_type].starts_with("text/event-stream");
     const auto length = p.content_length();
-    if (!sse && length && !p.chunked() && *length <= max_buffered_body) {
-        co_return co_await relay_buffered(ex, up, p, st, out, cfg, extra);
-    }
     head_builder res(head.base(), extra, ex.id);
     const bool chunked = !length || p.chunked();
     const std::string length_text = length ? std::to_string(*length) : "";
@@ -305,6 +305,20 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
         if (wec) ex.keep_alive = false;
     }
     st.upstream_reusable = !rec && p.is_done() && p.keep_alive();
+}
+
+}  // namespace
+
+// Not a coroutine itself: it hands over the coroutine that relays, without a frame of its own.
+awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
+                      http::response_parser<http::buffer_body>& p, forward_state& st,
+                      outcome& out, const config::config& cfg, const header_list& extra) {
+    const bool sse = p.get()[http::field::content_type].starts_with("text/event-stream");
+    const auto length = p.content_length();
+    if (!sse && length && !p.chunked() && *length <= max_buffered_body) {
+        return relay_buffered(ex, up, p, st, out, cfg, extra);
+    }
+    return relay_streamed(ex, up, p, st, out, cfg, extra, sse);
 }
 
 }  // namespace warmslot::service
