@@ -202,17 +202,23 @@ client_watch::~client_watch() {
     client_.socket().cancel(ignored);  // the exchange is over: only the peek is pending
 }
 
+watch_list::~watch_list() {
+    for (entry* e = head_; e != nullptr; e = e->next_) e->list_ = nullptr;
+}
+
 watch_list::entry::entry(watch_list& list, beast::tcp_stream& client, forward_state& st)
-    : list_(list), client_(client), st_(st), since_(std::chrono::steady_clock::now()) {
-    next_ = list_.head_;
+    : list_(&list), client_(client), st_(st), since_(std::chrono::steady_clock::now()) {
+    next_ = list_->head_;
     if (next_) next_->prev_ = this;
-    list_.head_ = this;
-    if (!list_.armed_) list_.arm();
+    list_->head_ = this;
+    if (!list_->armed_) list_->arm();
 }
 
 watch_list::entry::~entry() {
-    (prev_ ? prev_->next_ : list_.head_) = next_;
-    if (next_) next_->prev_ = prev_;
+    if (list_ != nullptr) {
+        (prev_ ? prev_->next_ : list_->head_) = next_;
+        if (next_) next_->prev_ = prev_;
+    }
     watch_.reset();  // cancels its peek
 }
 

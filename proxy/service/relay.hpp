@@ -67,6 +67,9 @@ public:
     static constexpr std::chrono::milliseconds delay{50};
 
     explicit watch_list(const net::any_io_executor& ex) : timer_(ex) {}
+    // Exchanges still registered (coroutines left suspended by a stop) are let go: they may
+    // be destroyed after the list, with their io_context.
+    ~watch_list();
     watch_list(const watch_list&) = delete;
     watch_list& operator=(const watch_list&) = delete;
 
@@ -80,7 +83,7 @@ public:
 
     private:
         friend class watch_list;
-        watch_list& list_;
+        watch_list* list_;  // null once the list is gone
         beast::tcp_stream& client_;
         forward_state& st_;
         std::chrono::steady_clock::time_point since_;
