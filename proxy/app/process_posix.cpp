@@ -164,7 +164,8 @@ bool runnable(const std::string& program) {
 std::vector<std::string> spawn_argv(const process_options& options) {
     if (options.guard.empty()) return options.argv;
     // Through the guard, a missing program would only show as exit code 127 later: say it now.
-    if (!runnable(options.argv.front())) throw os_error(ENOENT, "cannot start " + options.argv.front());
+    if (!runnable(options.argv.front()))
+        throw os_error(ENOENT, "cannot start " + options.argv.front());
     std::vector<std::string> out = {options.guard, "exec-child", std::to_string(::getpid()), "--"};
     out.insert(out.end(), options.argv.begin(), options.argv.end());
     return out;
@@ -217,10 +218,12 @@ int exec_child(const std::vector<std::string>& args) {
 #endif
     if (::getppid() != parent) return 127;  // it died before the request took effect
     std::vector<char*> argv;
-    for (std::size_t i = 2; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
+    for (std::size_t i = 2; i < args.size(); ++i)
+        argv.push_back(const_cast<char*>(args[i].c_str()));
     argv.push_back(nullptr);
     ::execvp(argv.front(), argv.data());
-    std::fprintf(stderr, "warmslot exec-child: cannot start %s: %s\n", argv.front(), std::strerror(errno));
+    std::fprintf(stderr, "warmslot exec-child: cannot start %s: %s\n", argv.front(),
+                 std::strerror(errno));
     return 127;
 }
 

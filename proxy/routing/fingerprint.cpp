@@ -243,12 +243,18 @@ segment hash_message(const json& message) {
     const json *role = nullptr, *name = nullptr, *content = nullptr, *tool_calls = nullptr,
                *tool_call_id = nullptr, *reasoning = nullptr;
     for (const auto& [key, value] : message.get_ref<const json::object_t&>()) {
-        if (key == "role") role = &value;
-        else if (key == "content") content = &value;
-        else if (key == "name") name = &value;
-        else if (key == "tool_calls") tool_calls = &value;
-        else if (key == "tool_call_id") tool_call_id = &value;
-        else if (key == "reasoning_content") reasoning = &value;
+        if (key == "role")
+            role = &value;
+        else if (key == "content")
+            content = &value;
+        else if (key == "name")
+            name = &value;
+        else if (key == "tool_calls")
+            tool_calls = &value;
+        else if (key == "tool_call_id")
+            tool_call_id = &value;
+        else if (key == "reasoning_content")
+            reasoning = &value;
     }
     stream_hash h;
     std::uint64_t bytes = 0;

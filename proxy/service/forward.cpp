@@ -1,9 +1,10 @@
 // Forwarding one request: plan -> prepare_slot -> forward -> relay -> record.
 //
 // The planner picks backend and slot from what the registry believes; a pinned request carries
-// `id_slot`. A client_watch (relay.hpp) peeks at the client socket once the exchange has run for
-// watch_list::delay and closes the upstream socket as soon as the client goes, so llama-server
-// cancels the task and frees the slot. Failover happens only before the first byte reached the client.
+// `id_slot`. A client_watch (relay.hpp) peeks at the client socket once the exchange has run
+// for watch_list::delay and closes the upstream socket as soon as the client goes, so
+// llama-server cancels the task and frees the slot. Failover happens only before the first
+// byte reached the client.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>

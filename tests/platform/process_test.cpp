@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <utility>
 #include <system_error>
+#include <utility>
 
 #include "helpers.hpp"
 
@@ -166,7 +166,11 @@ std::pair<std::unique_ptr<process>, pid_t> shell_with_sleep(const std::string& l
     REQUIRE(wait_until([&] { return contains(read_text(log), "\n"); }, 10s));
     const pid_t sleeper = std::stoi(read_text(log));
     // The sleep is running (the guard has exec'd it) before its parent goes.
-    REQUIRE(wait_until([&] { return contains(read_text("/proc/" + std::to_string(sleeper) + "/cmdline"), "sleep"); }, 10s));
+    REQUIRE(wait_until(
+        [&] {
+            return contains(read_text("/proc/" + std::to_string(sleeper) + "/cmdline"), "sleep");
+        },
+        10s));
     return {std::move(sh), sleeper};
 }
 
@@ -176,7 +180,7 @@ std::pair<std::unique_ptr<process>, pid_t> shell_with_sleep(const std::string& l
 TEST_CASE("process: a guarded child ends when the process that started it is SIGKILLed") {
     const temp_dir dir("process");
     auto [sh, guarded_pid] = shell_with_sleep(dir.file("guarded.log"), true);
-    const pid_t sleeper = guarded_pid;  // a lambda cannot capture a structured binding
+    const pid_t sleeper = guarded_pid;               // a lambda cannot capture a structured binding
     ::kill(static_cast<pid_t>(sh->pid()), SIGKILL);  // the shell only, not its group
     CHECK(wait_exit(*sh).signal == SIGKILL);
     CHECK(wait_until([&] { return not_running(sleeper); }, 10s));
@@ -194,7 +198,8 @@ TEST_CASE("process: a guarded child ends when the process that started it is SIG
 TEST_CASE("process: through the guard the program runs as itself, with its exit code") {
     const temp_dir dir("process");
     const std::string log = dir.file("child.log");
-    warmslot::app::process_options opts{{"/bin/sh", "-c", "echo $$ \"$1\"; exit 3", "sh", "a b"}, log};
+    warmslot::app::process_options opts{{"/bin/sh", "-c", "echo $$ \"$1\"; exit 3", "sh", "a b"},
+                                        log};
     opts.guard = warmslot_bin();
     auto p = start_process(opts);
     CHECK(wait_exit(*p).code == 3);
@@ -202,9 +207,11 @@ TEST_CASE("process: through the guard the program runs as itself, with its exit 
 
     opts = {{"/nonexistent/llama-server"}, ""};
     opts.guard = warmslot_bin();
-    CHECK_THROWS_WITH_AS(start_process(opts), doctest::Contains("cannot start /nonexistent/llama-server"),
+    CHECK_THROWS_WITH_AS(start_process(opts),
+                         doctest::Contains("cannot start /nonexistent/llama-server"),
                          std::system_error);
     // A guard whose parent is not the one named gives up without starting the program.
-    auto orphan = start_process({{warmslot_bin(), "exec-child", "1", "--", "/bin/sh", "-c", "exit 0"}, ""});
+    auto orphan =
+        start_process({{warmslot_bin(), "exec-child", "1", "--", "/bin/sh", "-c", "exit 0"}, ""});
     CHECK(wait_exit(*orphan).code == 127);
 }
