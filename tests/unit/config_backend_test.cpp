@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "config/config.hpp"
+#include "config_fixtures.hpp"
 
 namespace cfg = warmslot::config;
 using std::chrono::milliseconds;
@@ -29,24 +30,10 @@ cfg::config parse(std::string_view yaml, const vars& env = home_only) {
     return cfg::parse(yaml, "test.yaml", env_of(env));
 }
 
-struct bad_case {
-    std::string yaml;
-    std::string_view path;
-    int line;
-    std::string_view problem;
-};
+using warmslot::test::bad_case;
 
 void check_rejected(const bad_case& c) {
-    CAPTURE(c.yaml);
-    try {
-        parse(c.yaml);
-        FAIL("accepted a bad config");
-    } catch (const cfg::config_error& e) {
-        CAPTURE(e.what());
-        CHECK(e.key_path() == c.path);
-        CHECK(e.line() == c.line);
-        CHECK(e.problem().find(c.problem) != std::string::npos);
-    }
+    warmslot::test::check_rejected(c, [](std::string_view y) { parse(y); });
 }
 
 }  // namespace
