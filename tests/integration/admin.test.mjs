@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { getJson, postJson, startLlama } from './lib/llama.mjs';
+import { getJson, postJson, questionTokens, restartLlama, snapshotFiles, startLlama } from './lib/llama.mjs';
 import { tempDir, waitFor } from './lib/procs.mjs';
 import { startWarmslot, warmslotBin } from './lib/warmslot.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
@@ -46,26 +46,16 @@ async function routed(ws) {
   await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
 }
 
-async function questionTail(server, q) {
-  const r = await postJson(`${server.url}/tokenize`, {
-    content: `<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`, parse_special: true,
-  });
-  return r.body.tokens.length;
-}
-
 const corrections = async (ws) =>
   Number((await (await fetch(`${ws.url}/metrics`, { headers: { authorization: `Bearer ${key}` } })).text()).match(/warmslot_belief_corrections_total (\d+)/)[1]);
 
 async function restartBackend(ws, llama) {
   const before = await corrections(ws);
-  await llama.stop();
-  const again = await startLlama({ arch: llama.arch, slots: llama.slots, ctx: llama.ctx,
-    extra: llama.extra, slotSaveDir: llama.saveDir, port: llama.port });
+  const again = await restartLlama(llama);
   await waitFor('the restart to be noticed', async () => (await corrections(ws)) > before, 10000);
   return again;
 }
 
-const snapshotFiles = (dir) => fs.readdirSync(dir).filter((f) => /^ws-.*\.bin$/.test(f));
 
 for (const arch of ['llama', 'qwen35']) {
   test(`${arch}: warmslot warm primes and saves documents; the first question and one after a restart process only the question`, { timeout: 300000 }, async () => {
@@ -96,7 +86,7 @@ for (const arch of ['llama', 'qwen35']) {
       const auth = { authorization: `Bearer ${key}` };
       const q1 = 'What is on the first line of the second document?';
       const first = await ask(ws, askBody(system, docs, q1), auth);
-      const bound1 = (await questionTail(llama, q1)) + 64;
+      const bound1 = (await questionTokens(llama.url, q1)) + 64;
       assert.ok(first.processed <= bound1, `first question processed ${first.processed}, bound ${bound1}`);
 
       const again = await warmCli([...args, '--api-key-env', 'ADMIN_KEY'], { ADMIN_KEY: key });
@@ -107,7 +97,7 @@ for (const arch of ['llama', 'qwen35']) {
       const q2 = 'And what is on the last line?';
       const after = await ask(ws, askBody(system, docs, q2), auth);
       assert.match(after.disk, /^restored \d+ tokens$/);
-      const bound2 = (await questionTail(llama, q2)) + 64;
+      const bound2 = (await questionTokens(llama.url, q2)) + 64;
       assert.ok(after.processed <= bound2, `after the restart processed ${after.processed}, bound ${bound2}`);
     } finally {
       await ws.stop();
@@ -149,7 +139,7 @@ for (const arch of ['llama', 'qwen35']) {
       const q = 'What is on the last line?';
       const after = await ask(ws, chat(doc, q));
       assert.match(after.disk, /^restored \d+ tokens$/);
-      const bound = (await questionTail(llama, q)) + 64;
+      const bound = (await questionTokens(llama.url, q)) + 64;
       assert.ok(after.processed <= bound, `processed ${after.processed}, bound ${bound}`);
     } finally {
       await ws.stop();
@@ -176,7 +166,7 @@ test('a restore first saves the prefix its slot held when that is not on disk ye
     const q = 'QB2?';
     const b = await ask(ws, chat(docB, q));
     assert.match(b.disk, /^restored \d+ tokens$/);
-    const bound = (await questionTail(llama, q)) + 64;
+    const bound = (await questionTokens(llama.url, q)) + 64;
     assert.ok(b.processed <= bound, `processed ${b.processed}, bound ${bound}`);
   } finally {
     await ws.stop();

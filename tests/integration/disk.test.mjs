@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { getJson, postJson, startLlama } from './lib/llama.mjs';
+import { getJson, postJson, questionTokens, restartLlama, snapshotFiles, startLlama } from './lib/llama.mjs';
 import { sleep, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
@@ -27,25 +27,10 @@ async function routed(ws) {
   await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
 }
 
-async function questionTail(server, q) {
-  const r = await postJson(`${server.url}/tokenize`, {
-    content: `<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`, parse_special: true,
-  });
-  return r.body.tokens.length;
-}
-
-const snapshotFiles = (dir) => fs.readdirSync(dir).filter((f) => /^ws-.*\.bin$/.test(f));
-
 function indexRows(dir) {
   const out = execFileSync('sqlite3', ['-separator', ' ', path.join(dir, 'warmslot-index.sqlite'),
     'SELECT file, bytes FROM snapshots ORDER BY file;'], { encoding: 'utf8' });
   return out.trim().split('\n').filter(Boolean).map((l) => { const [file, bytes] = l.split(' '); return { file, bytes: Number(bytes) }; });
-}
-
-async function restartBackend(llama) {
-  await llama.stop();
-  return startLlama({ arch: llama.arch, slots: llama.slots, ctx: llama.ctx, extra: llama.extra,
-    slotSaveDir: llama.saveDir, port: llama.port });
 }
 
 for (const arch of ['llama', 'qwen35']) {
@@ -59,7 +44,7 @@ for (const arch of ['llama', 'qwen35']) {
       assert.match(first.disk, /^snapshot \d+ tokens$/);
       assert.equal(snapshotFiles(llama.saveDir).length, 1);
 
-      llama = await restartBackend(llama);
+      llama = await restartLlama(llama);
       await waitFor('warmslot to notice the restart', async () => {
         const m = await (await fetch(`${ws.url}/metrics`)).text();
         return /warmslot_belief_corrections_total [1-9]/.test(m);
@@ -67,7 +52,7 @@ for (const arch of ['llama', 'qwen35']) {
       const q = 'And what is on the last line?';
       const after = await ask(ws, doc, q);
       assert.match(after.disk, /^restored \d+ tokens$/);
-      const bound = (await questionTail(llama, q)) + 64;
+      const bound = (await questionTokens(llama.url, q)) + 64;
       assert.ok(after.processed <= bound, `processed ${after.processed}, bound ${bound}`);
     } finally {
       await ws.stop();
@@ -86,7 +71,7 @@ test('a corrupted snapshot fails its restore, is dropped, and the request is rec
     const [file] = snapshotFiles(llama.saveDir);
     const full = path.join(llama.saveDir, file);
     fs.writeFileSync(full, Buffer.alloc(fs.statSync(full).size, 0x5a));  // same size, garbage
-    llama = await restartBackend(llama);
+    llama = await restartLlama(llama);
     await waitFor('the restart to be noticed', async () =>
       /warmslot_belief_corrections_total [1-9]/.test(await (await fetch(`${ws.url}/metrics`)).text()), 10000);
     const r = await ask(ws, doc, 'Q2?');
@@ -159,7 +144,7 @@ test('a sliding-window model whose restores save nothing gets no more restores, 
       Number((await (await fetch(`${ws.url}/metrics`)).text()).match(/warmslot_belief_corrections_total (\d+)/)[1]);
     const restartAndWait = async () => {
       const before = await corrections();
-      llama = await restartBackend(llama);
+      llama = await restartLlama(llama);
       await waitFor('the restart to be noticed', async () => (await corrections()) > before, 10000);
     };
     await restartAndWait();

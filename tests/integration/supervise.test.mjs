@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { getJson, llamaServerBin, modelPath, postJson } from './lib/llama.mjs';
+import { getJson, llamaServerBin, modelPath, postJson, questionTokens, snapshotFiles } from './lib/llama.mjs';
 import { tempDir, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
@@ -12,7 +12,6 @@ import { chat, makeDocument } from './lib/text.mjs';
 const command = () => [llamaServerBin(), '-m', modelPath('llama'), '-c', '32768', '-np', '2', '-t', '2'];
 const logText = (ws) => fs.readFileSync(ws.logFile, 'utf8');
 const pids = (ws) => [...logText(ws).matchAll(/started llama-server \(pid (\d+)\)/g)].map((m) => Number(m[1]));
-const snapshotFiles = (dir) => (fs.existsSync(dir) ? fs.readdirSync(dir) : []).filter((f) => /^ws-.*\.bin$/.test(f));
 // Running: it exists and is not a zombie (an orphan's end may wait for init to reap it).
 const alive = (pid) => {
   try { process.kill(pid, 0); } catch { return false; }
@@ -43,13 +42,6 @@ async function ask(ws, system, question) {
   const r = await postJson(`${ws.url}/v1/chat/completions`, chat(system, question));
   assert.equal(r.status, 200, JSON.stringify(r.body));
   return { disk: r.headers.get('x-warmslot-disk') ?? '', processed: r.body.timings.prompt_n };
-}
-
-async function questionTokens(ws, q) {
-  const r = await postJson(`${ws.url}/tokenize`, {
-    content: `<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`, parse_special: true,
-  });
-  return r.body.tokens.length;
 }
 
 async function routed(ws) {
@@ -86,7 +78,7 @@ test('a supervised llama-server killed with SIGKILL is restarted, and a known do
     const q = 'What is on the last line?';
     const again = await ask(ws, doc, q);
     assert.match(again.disk, /^restored \d+ tokens$/);
-    assert.ok(again.processed <= (await questionTokens(ws, q)) + 64, `processed ${again.processed}`);
+    assert.ok(again.processed <= (await questionTokens(ws.url, q)) + 64, `processed ${again.processed}`);
   } finally {
     await stopAll(ws);
   }
@@ -136,7 +128,7 @@ test('on demand: started by the first request, stopped when idle after a save, r
     const again = await ask(ws, doc, q);
     assert.equal(pids(ws).length, 2, 'started again on demand');
     assert.match(again.disk, /^restored \d+ tokens$/);
-    assert.ok(again.processed <= (await questionTokens(ws, q)) + 64, `processed ${again.processed}`);
+    assert.ok(again.processed <= (await questionTokens(ws.url, q)) + 64, `processed ${again.processed}`);
   } finally {
     await stopAll(ws);
   }
@@ -166,7 +158,7 @@ test('SIGTERM saves the valuable slots of a supervised backend before stopping i
     const q = 'What is in the middle?';
     const r = await ask(ws, doc, q);
     assert.match(r.disk, /^restored \d+ tokens$/);
-    assert.ok(r.processed <= (await questionTokens(ws, q)) + 64, `processed ${r.processed}`);
+    assert.ok(r.processed <= (await questionTokens(ws.url, q)) + 64, `processed ${r.processed}`);
   } finally {
     await stopAll(ws);
   }

@@ -1,4 +1,5 @@
 // The llama-server fixture: the pinned binary, generated models, and servers on loopback.
+import fs from 'node:fs';
 import path from 'node:path';
 import { freePort, runScript, startProcess, tempDir, waitFor } from './procs.mjs';
 
@@ -60,6 +61,27 @@ export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768
   }
   throw new Error('unreachable');
 }
+
+// The same llama-server again on its port and save directory (its RAM state gone), as after a
+// crash or an upgrade; the old one is stopped first.
+export async function restartLlama(llama) {
+  await llama.stop();
+  return startLlama({ arch: llama.arch, slots: llama.slots, ctx: llama.ctx, extra: llama.extra,
+    slotSaveDir: llama.saveDir, port: llama.port });
+}
+
+// Tokens of a final user turn `q` and the assistant header after it (the generated models' chat
+// template): what a request must compute at least when everything before it was cached.
+export async function questionTokens(url, q) {
+  const r = await postJson(`${url}/tokenize`, {
+    content: `<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`, parse_special: true,
+  });
+  return r.body.tokens.length;
+}
+
+// The slot files warmslot wrote into a save directory (none when it does not exist yet).
+export const snapshotFiles = (dir) =>
+  (fs.existsSync(dir) ? fs.readdirSync(dir) : []).filter((f) => /^ws-.*\.bin$/.test(f));
 
 // Prompt tokens the server computed for a chat or completion response.
 export function promptStats(body) {
