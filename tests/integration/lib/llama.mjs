@@ -1,4 +1,5 @@
 // The llama-server fixture: the pinned binary, generated models, and servers on loopback.
+import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort, runScript, startProcess, tempDir, waitFor } from './procs.mjs';
@@ -77,6 +78,13 @@ export async function questionTokens(url, q) {
     content: `<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`, parse_special: true,
   });
   return r.body.tokens.length;
+}
+
+// Asserts that `answer` ({ processed }) computed no more than the question `q` and 64 tokens of
+// slack: everything before it came from a cache.
+export async function assertOnlyQuestionComputed(answer, url, q, what = '') {
+  const bound = (await questionTokens(url, q)) + 64;
+  assert.ok(answer.processed <= bound, `${what}processed ${answer.processed}, bound ${bound}`);
 }
 
 // The slot files warmslot wrote into a save directory (none when it does not exist yet).
