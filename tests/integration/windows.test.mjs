@@ -108,14 +108,15 @@ function persistentWineserver() {
   assert.equal(spawnSync(wine, ['cmd', '/c', 'exit'], opts).status, 0, 'wine boot');
 }
 
-test('warmslot.exe serves as a service under wine\'s service manager and stops gracefully', { skip }, async () => {
+test('warmslot.exe serves as a service under wine\'s service manager and stops gracefully', { skip }, async (t) => {
   persistentWineserver();
   const llama = await startLlama({ slots: 2, ctx: 4096 });
   const dir = tempDir('win');
   const config = path.join(dir, 'warmslot.yaml');
   fs.writeFileSync(config, yamlConfig({ backends: [{ name: 'a', url: llama.url }] }));
   const logFile = path.join(dir, 'logs', 'warmslot.log');  // directory made by `service install`
-  const log = () => fs.readFileSync(logFile, 'utf8');
+  let logFrom = 0;  // what an earlier start attempt wrote is not this one's
+  const log = () => fs.readFileSync(logFile, 'utf8').slice(logFrom);
   const svc = (...args) => runExe(['service', ...args]);
   // The wine prefix persists, and booting it auto-starts a service an interrupted run left.
   svc('stop');
@@ -125,7 +126,17 @@ test('warmslot.exe serves as a service under wine\'s service manager and stops g
     installed = svc('install', '--config', winPath(config), '--log', winPath(logFile));
     assert.equal(installed.status, 0, installed.stderr);
     assert.match(installed.stdout, /service run --config/);
-    const started = svc('start');
+    let started = svc('start');
+    if (started.status !== 0) {
+      // Seen once in about ten runs, on a loaded machine: wine's StartService answered "Internal
+      // error." while the same start works on the next try. Reported, then tried once more from
+      // a stopped service; a second failure fails the test.
+      t.diagnostic(`first start failed: ${started.stderr.trim()}; log: ${fs.existsSync(logFile) ? log() : '(none)'}`);
+      svc('stop');
+      await waitFor('no service process', () => serviceProcesses(config).length === 0, 30000);
+      logFrom = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').length : 0;
+      started = svc('start');
+    }
     assert.equal(started.status, 0, started.stderr);
     assert.match(started.stdout, /service warmslot running/);
     // RUNNING is reported once warmslot listens; the service logs only to its file.
