@@ -21,22 +21,24 @@ enum class known_key { other, timings, usage, cache_n, prompt_n, predicted_n, pr
                  completion_tokens, prompt_tokens_details, cached_tokens };
 
 known_key classify(std::string_view k) {
-    static constexpr std::pair<std::string_view, known_key> known[] = {
-        {"timings", known_key::timings},
-        {"usage", known_key::usage},
-        {"cache_n", known_key::cache_n},
-        {"prompt_n", known_key::prompt_n},
-        {"predicted_n", known_key::predicted_n},
-        {"prompt_ms", known_key::prompt_ms},
-        {"prompt_tokens", known_key::prompt_tokens},
-        {"completion_tokens", known_key::completion_tokens},
-        {"prompt_tokens_details", known_key::prompt_tokens_details},
-        {"cached_tokens", known_key::cached_tokens},
-    };
-    for (const auto& [name, k_id] : known) {
-        if (name == k) return k_id;
+    // By length first: most keys of an answer are none of these and cost one comparison.
+    switch (k.size()) {
+        case 5: return k == "usage" ? known_key::usage : known_key::other;
+        case 7:
+            if (k == "timings") return known_key::timings;
+            return k == "cache_n" ? known_key::cache_n : known_key::other;
+        case 8: return k == "prompt_n" ? known_key::prompt_n : known_key::other;
+        case 9: return k == "prompt_ms" ? known_key::prompt_ms : known_key::other;
+        case 11: return k == "predicted_n" ? known_key::predicted_n : known_key::other;
+        case 13:
+            if (k == "prompt_tokens") return known_key::prompt_tokens;
+            return k == "cached_tokens" ? known_key::cached_tokens : known_key::other;
+        case 17: return k == "completion_tokens" ? known_key::completion_tokens : known_key::other;
+        case 21:
+            return k == "prompt_tokens_details" ? known_key::prompt_tokens_details
+                                                : known_key::other;
+        default: return known_key::other;
     }
-    return known_key::other;
 }
 
 // A field's value as json::value(name, default) would read it. A value of another type reads
@@ -65,7 +67,7 @@ struct usage_fields {
 
 // Reads the few fields find_prompt_stats needs while nlohmann's parser validates the whole
 // text, without building a document. Duplicate keys: the last one wins, as in a parsed json.
-class stats_reader : public nlohmann::json_sax<json> {
+class stats_reader final : public nlohmann::json_sax<json> {
 public:
     timings_fields timings;
     usage_fields usage;

@@ -12,6 +12,7 @@
 #include "api/admin.hpp"
 #include "config/address.hpp"
 #include "net/beast.hpp"
+#include "net/timed_stream.hpp"
 
 namespace warmslot::app {
 namespace {
@@ -36,11 +37,11 @@ awaitable<response> post(std::string host, std::uint16_t port, std::string targe
                          std::string key) {
     auto ex = co_await net::this_coro::executor;
     tcp::resolver resolver(ex);
-    beast::tcp_stream stream(ex);
+    timed_stream stream(ex);
     stream.expires_after(warm_timeout);
     const auto endpoints =
         co_await resolver.async_resolve(host, std::to_string(port), net::use_awaitable);
-    co_await stream.async_connect(endpoints, net::use_awaitable);
+    co_await stream.async_connect_any(endpoints, net::use_awaitable);
     http::request<http::string_body> req{http::verb::post, target, 11};
     req.set(http::field::host, host + ":" + std::to_string(port));
     req.set(http::field::content_type, "application/json");

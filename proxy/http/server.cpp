@@ -53,7 +53,7 @@ std::string serialized_last_chunk(const http::fields& trailers) {
     return out;
 }
 
-awaitable<error_code> write_message(beast::tcp_stream& stream,
+awaitable<error_code> write_message(timed_stream& stream,
                                     const http::response<http::string_body>& m) {
     error_code ec;
     if (m.chunked() || (m.version() != 10 && m.version() != 11)) {
@@ -139,7 +139,7 @@ awaitable<void> server::accept_loop() {
 
 awaitable<void> server::session(tcp::socket socket, std::size_t worker) {
     socket.set_option(tcp::no_delay(true));
-    beast::tcp_stream stream(std::move(socket));
+    timed_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     try {
         bool first = true;
@@ -154,7 +154,7 @@ awaitable<void> server::session(tcp::socket socket, std::size_t worker) {
 }
 
 // Reads one request and serves it. Returns whether the connection may carry another.
-awaitable<bool> server::serve_one(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+awaitable<bool> server::serve_one(timed_stream& stream, beast::flat_buffer& buffer,
                                   bool first, std::size_t worker) {
     const auto cfg = src_.current();
     http::request_parser<http::string_body> parser;
@@ -192,7 +192,10 @@ awaitable<bool> server::serve_one(beast::tcp_stream& stream, beast::flat_buffer&
         co_await http::async_write(stream, cont, nothrow);
     }
     stream.expires_after(cfg->timeouts.body_read);
-    std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, nothrow);
+    std::tie(ec, n) = parse_buffered(parser, buffer);
+    if (!ec && !parser.is_done()) {
+        std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, nothrow);
+    }
     if (ec == http::error::body_limit) {
         co_await write_json(stream, 413, api::error_body(api::error_kind::payload_too_large,
             fmt::format("request body is over the limit of {} bytes",
@@ -244,7 +247,7 @@ awaitable<void> server::drain(std::chrono::milliseconds grace) {
     }
 }
 
-awaitable<error_code> write_json(beast::tcp_stream& stream, unsigned status, std::string body,
+awaitable<error_code> write_json(timed_stream& stream, unsigned status, std::string body,
                                  bool keep_alive, const std::string& request_id,
                                  std::chrono::milliseconds timeout) {
     http::response<http::string_body> res{static_cast<http::status>(status), 11};

@@ -11,18 +11,20 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "net/beast.hpp"
+#include "net/timed_stream.hpp"
 
 namespace warmslot::http_server {
 
 // One request being served. The handler writes the response to `client` and may clear
 // `keep_alive` when the connection cannot be reused (e.g. a response cut short).
 struct exchange {
-    beast::tcp_stream* client = nullptr;
+    timed_stream* client = nullptr;
     http::request<http::string_body> request;
     std::string id;        // request id for logs and the X-Warmslot-Request-Id header
     std::size_t worker = 0; // index of the worker running this exchange
@@ -69,7 +71,7 @@ public:
 private:
     awaitable<void> accept_loop();
     awaitable<void> session(tcp::socket socket, std::size_t worker);
-    awaitable<bool> serve_one(beast::tcp_stream& stream, beast::flat_buffer& buffer, bool first,
+    awaitable<bool> serve_one(timed_stream& stream, beast::flat_buffer& buffer, bool first,
                               std::size_t worker);
 
     const config::source& src_;
@@ -88,8 +90,27 @@ private:
 // body): the same bytes as http::async_write, without the cost of Beast's serializer (about
 // 20k instructions for a small message). Chunked responses still go through Beast. The
 // stream's deadline applies. Never throws.
-awaitable<error_code> write_message(beast::tcp_stream& stream,
+awaitable<error_code> write_message(timed_stream& stream,
                                     const http::response<http::string_body>& message);
+
+// Parses what `in` already holds into `p` (whose header is read) without a read operation, for
+// a body that came with its header: Beast's read would complete through the scheduler even
+// then. Running out of bytes is not an error; the caller reads on while !p.is_done().
+template <bool IsRequest, typename Body>
+std::pair<error_code, std::size_t> parse_buffered(http::parser<IsRequest, Body>& p,
+                                                  beast::flat_buffer& in) {
+    error_code ec;
+    std::size_t total = 0;
+    p.eager(true);
+    while (!p.is_done() && in.size() > 0) {
+        const std::size_t used = p.put(in.data(), ec);
+        in.consume(used);
+        total += used;
+        if (ec == http::error::need_more) return {error_code{}, total};
+        if (ec || used == 0) break;
+    }
+    return {ec, total};
+}
 
 // The bytes Beast's serializer writes for a response header: status line, fields, empty line.
 std::string serialized_head(const http::response_header<>& head);
@@ -97,7 +118,7 @@ std::string serialized_head(const http::response_header<>& head);
 std::string serialized_last_chunk(const http::fields& trailers);
 
 // Writes a complete response with a JSON body (errors, health). Never throws.
-awaitable<error_code> write_json(beast::tcp_stream& stream, unsigned status, std::string body,
+awaitable<error_code> write_json(timed_stream& stream, unsigned status, std::string body,
                                  bool keep_alive, const std::string& request_id,
                                  std::chrono::milliseconds timeout);
 

@@ -35,7 +35,9 @@ pipeline::pipeline(const config::source& src, http_server::workers& w, routing::
                    disk_tier* disk)
     : src_(src), reg_(reg), disk_(disk), rewriter_(src.current()->rewrite) {
     for (std::size_t i = 0; i < w.size(); ++i) {
-        pools_.push_back(std::make_unique<upstream::pool>(w.context(i).get_executor()));
+        // Workers are stopped explicitly: their idle connections may keep a timer armed.
+        pools_.push_back(std::make_unique<upstream::pool>(w.context(i).get_executor(), 64,
+                                                          upstream::pool::idle_timers::keep));
         watches_.push_back(std::make_unique<watch_list>(w.context(i).get_executor()));
     }
 }

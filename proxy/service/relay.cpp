@@ -80,29 +80,13 @@ void set_stats(http::fields& f, const std::optional<api::prompt_stats>& s) {
     f.set(processed_header, std::to_string(s->processed));
 }
 
-// Parses the part of the body already received (often all of it) without an I/O operation.
-std::pair<error_code, std::size_t> parse_buffered(http::response_parser<http::string_body>& p,
-                                                  beast::flat_buffer& in) {
-    error_code ec;
-    std::size_t total = 0;
-    p.eager(true);
-    while (!p.is_done() && in.size() > 0) {
-        const std::size_t used = p.put(in.data(), ec);
-        in.consume(used);
-        total += used;
-        if (ec == http::error::need_more) return {error_code{}, total};
-        if (ec || used == 0) break;
-    }
-    return {ec, total};
-}
-
 // A small non-streamed answer: read it whole, then send it with the cache headers.
 awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& up,
                                http::response_parser<http::buffer_body>& p, forward_state& st,
                                outcome& out, const config::config& cfg, const header_list& extra) {
     http::response_parser<http::string_body> whole{std::move(p)};
     whole.body_limit(max_buffered_body);
-    auto [ec, n] = parse_buffered(whole, up.buffer);
+    auto [ec, n] = http_server::parse_buffered(whole, up.buffer);
     if (!ec && !whole.is_done()) {
         up.stream.expires_after(cfg.timeouts.stream_idle);
         std::tie(ec, n) = co_await http::async_read(up.stream, up.buffer, whole, nothrow);
@@ -135,7 +119,7 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
 
 // Writes one piece of body to the client in the response's framing: a chunk is its size in
 // hex, CRLF, the bytes, CRLF (as Beast's make_chunk writes it, without its buffer views).
-awaitable<error_code> write_piece(beast::tcp_stream& client, bool chunked, const char* data,
+awaitable<error_code> write_piece(timed_stream& client, bool chunked, const char* data,
                                   std::size_t n) {
     error_code ec;
     if (chunked) {
@@ -180,7 +164,7 @@ struct client_watch::shared {
     char byte = 0;
 };
 
-client_watch::client_watch(beast::tcp_stream& client, forward_state& st)
+client_watch::client_watch(timed_stream& client, forward_state& st)
     : client_(client), shared_(std::make_shared<shared>()) {
     shared_->st = &st;
     client_.socket().async_receive(
@@ -206,7 +190,7 @@ watch_list::~watch_list() {
     for (entry* e = head_; e != nullptr; e = e->next_) e->list_ = nullptr;
 }
 
-watch_list::entry::entry(watch_list& list, beast::tcp_stream& client, forward_state& st)
+watch_list::entry::entry(watch_list& list, timed_stream& client, forward_state& st)
     : list_(&list), client_(client), st_(st), since_(std::chrono::steady_clock::now()) {
     next_ = list_->head_;
     if (next_) next_->prev_ = this;

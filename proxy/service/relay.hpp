@@ -48,14 +48,14 @@ using header_list = std::vector<std::pair<std::string_view, std::string>>;  // n
 // Lives on the exchange's worker; after destruction it never touches `st` again.
 class client_watch {
 public:
-    client_watch(beast::tcp_stream& client, forward_state& st);
+    client_watch(timed_stream& client, forward_state& st);
     ~client_watch();
     client_watch(const client_watch&) = delete;
     client_watch& operator=(const client_watch&) = delete;
 
 private:
     struct shared;  // outlives the watch until the pending peek completes
-    beast::tcp_stream& client_;
+    timed_stream& client_;
     std::shared_ptr<shared> shared_;
 };
 
@@ -76,7 +76,7 @@ public:
     // One exchange's place in the list, for as long as the exchange runs.
     class entry {
     public:
-        entry(watch_list& list, beast::tcp_stream& client, forward_state& st);
+        entry(watch_list& list, timed_stream& client, forward_state& st);
         ~entry();
         entry(const entry&) = delete;
         entry& operator=(const entry&) = delete;
@@ -84,7 +84,7 @@ public:
     private:
         friend class watch_list;
         watch_list* list_;  // null once the list is gone
-        beast::tcp_stream& client_;
+        timed_stream& client_;
         forward_state& st_;
         std::chrono::steady_clock::time_point since_;
         std::optional<client_watch> watch_;

@@ -28,7 +28,7 @@ awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host,
         tcp::resolver resolver(ex_);
         auto [rec, endpoints] = co_await resolver.async_resolve(host, std::to_string(port), nothrow);
         if (rec) co_return std::pair{rec, connection_ptr{}};
-        std::tie(ec, std::ignore) = co_await c->stream.async_connect(endpoints, nothrow);
+        std::tie(ec, std::ignore) = co_await c->stream.async_connect_any(endpoints, nothrow);
     }
     if (ec) co_return std::pair{ec, connection_ptr{}};
     c->stream.socket().set_option(tcp::no_delay(true));
@@ -38,7 +38,11 @@ awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host,
 
 void pool::release(connection_ptr c) {
     if (!c || !c->stream.socket().is_open()) return;
-    c->stream.expires_never();
+    if (timers_ == idle_timers::end) {
+        c->stream.disarm();
+    } else {
+        c->stream.expires_never();
+    }
     c->buffer.clear();
     auto& list = idle_[c->key];
     if (list.size() < max_idle_) list.push_back(std::move(c));

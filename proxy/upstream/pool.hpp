@@ -11,12 +11,13 @@
 #include <vector>
 
 #include "net/beast.hpp"
+#include "net/timed_stream.hpp"
 
 namespace warmslot::upstream {
 
 struct connection {
     explicit connection(net::any_io_executor ex) : stream(std::move(ex)) {}
-    beast::tcp_stream stream;
+    timed_stream stream;
     beast::flat_buffer buffer;
     std::string key;     // "host:port" of the backend
     bool reused = false; // came from the idle list: may have been closed by the peer meanwhile
@@ -25,8 +26,14 @@ using connection_ptr = std::unique_ptr<connection>;
 
 class pool {
 public:
-    explicit pool(net::any_io_executor ex, std::size_t max_idle_per_backend = 64)
-        : ex_(std::move(ex)), max_idle_(max_idle_per_backend) {}
+    // Whether an idle connection's deadline timer may stay armed until it wakes (a timer
+    // operation saved per request) or is ended at release. Only for an io_context that is
+    // stopped explicitly: a pending wait is work, and a thread_pool's join() waits for it.
+    enum class idle_timers { keep, end };
+
+    explicit pool(net::any_io_executor ex, std::size_t max_idle_per_backend = 64,
+                  idle_timers timers = idle_timers::end)
+        : ex_(std::move(ex)), max_idle_(max_idle_per_backend), timers_(timers) {}
 
     // An idle connection to host:port, or a new one. Errors: connect refused, timeout, ...
     awaitable<std::pair<error_code, connection_ptr>> acquire(std::string host, std::uint16_t port,
@@ -38,6 +45,7 @@ public:
 private:
     net::any_io_executor ex_;
     std::size_t max_idle_;
+    idle_timers timers_;
     std::unordered_map<std::string, std::vector<connection_ptr>> idle_;
 };
 

@@ -440,7 +440,73 @@ TEST_CASE("a backend that never answers gives 504 after upstream_response") {
     CHECK(stub.wait_until([](const testing::stub_state& s) { return s.peer_closed == 1; }, 2s));
 }
 
+TEST_CASE("a client slow with its headers or body, or idle between requests, is let go") {
+    leak_check leaks;
+    stub_upstream stub;
+    auto cfg = make_config({backend_at("stub", stub.port())});
+    cfg.timeouts.header_read = 300ms;
+    cfg.timeouts.body_read = 300ms;
+    cfg.timeouts.client_idle = 300ms;
+    proxy_under_test proxy(std::move(cfg));
+    const auto start = std::chrono::steady_clock::now();
+    client c(proxy.port());
+    stream_parser p;
+
+    SUBCASE("headers not complete within header_read: the connection is closed") {
+        REQUIRE(!c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"));
+        const auto ec = c.read_header(p);
+        CHECK((ec == http::error::end_of_stream || ec == net::error::connection_reset));
+    }
+    SUBCASE("body not complete within body_read: 408") {
+        REQUIRE(!c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"
+                            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"));
+        REQUIRE(!c.read_header(p));
+        REQUIRE(!c.read_until(p, [](const std::string&) { return false; }));
+        check_openai_error(p.release(), 408);
+    }
+    SUBCASE("idle after an answer for client_idle: the connection is closed") {
+        CHECK(c.exchange(chat()).result_int() == 200);
+        const auto ec = c.read_header(p);
+        CHECK((ec == http::error::end_of_stream || ec == net::error::connection_reset));
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHECK(took >= 300ms);
+    CHECK(took < 3s);
+}
+
 // --- 7, 8. failures during a stream ---------------------------------------------------------
+
+TEST_CASE("a backend silent mid-stream for stream_idle ends the stream with one SSE error event") {
+    leak_check leaks;
+    stub_upstream stub;
+    auto cfg = make_config({backend_at("stub", stub.port())});
+    cfg.timeouts.stream_idle = 300ms;  // the client's writes have the same deadline
+    proxy_under_test proxy(std::move(cfg));
+    client c(proxy.port());
+    REQUIRE(!c.send(chat("hold", R"({"messages":[],"stream":true})")));
+    stream_parser p;
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(!c.read_header(p));
+    REQUIRE(!c.read_until(p, [](const std::string&) { return false; }));
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHECK(p.is_done());  // the chunked body ended with its last chunk: the client was not cut
+    CHECK(took >= 300ms);
+    CHECK(took < 3s);
+
+    const auto& body = p.get().body();
+    const std::string sent = stub_upstream::sse_event(1, 3);
+    REQUIRE(body.starts_with(sent));
+    const std::string rest = body.substr(sent.size());
+    CAPTURE(rest);
+    REQUIRE(rest.starts_with("data: "));
+    REQUIRE(rest.ends_with("\n\n"));
+    CHECK(rest.find("\n\n") == rest.size() - 2);  // exactly one event
+    const auto doc = nlohmann::json::parse(rest.substr(6, rest.size() - 8), nullptr, false);
+    REQUIRE(doc.is_object());
+    CHECK(doc["error"]["code"] == 504);
+    // The proxy let go of the silent backend's connection.
+    CHECK(stub.wait_until([](const testing::stub_state& s) { return s.peer_closed == 1; }, 2s));
+}
 
 TEST_CASE("a backend dropping mid-stream ends the stream with one SSE error event") {
     leak_check leaks;
