@@ -1,6 +1,7 @@
 #include "api/endpoints.hpp"
 
 #include <array>
+#include <cstring>
 
 namespace warmslot::api {
 namespace {
@@ -22,8 +23,16 @@ bool contains(const auto& list, std::string_view path) {
 }  // namespace
 
 std::string_view path_of(std::string_view target) noexcept {
-    const auto end = target.find_first_of("?#");
-    return end == std::string_view::npos ? target : target.substr(0, end);
+    // Two memchr passes: find_first_of("?#") looks each character up in the set with a call.
+    std::size_t end = target.size();
+    if (end == 0) return target;
+    if (const void* q = std::memchr(target.data(), '?', end)) {
+        end = static_cast<std::size_t>(static_cast<const char*>(q) - target.data());
+    }
+    if (const void* h = std::memchr(target.data(), '#', end)) {
+        end = static_cast<std::size_t>(static_cast<const char*>(h) - target.data());
+    }
+    return target.substr(0, end);
 }
 
 endpoint classify(std::string_view method, std::string_view target) noexcept {

@@ -185,45 +185,57 @@ private:
         ++p_;
         return true;
     }
+    // Report: hand every value to the reader. Without it the same grammar is only checked:
+    // for the values of top-level keys other than `timings` and `usage`, where the reader
+    // would do nothing with them (most of an answer's bytes).
+    template <bool Report = true>
     bool value(int depth) {
         skip_ws();
         if (p_ == end_ || depth > max_depth) return false;
         switch (*p_) {
-            case '{': return object(depth);
-            case '[': return array(depth);
+            case '{': return object<Report>(depth);
+            case '[': return array<Report>(depth);
             case '"': {
                 std::string_view ignored;
                 bool escaped = false;
-                return string(ignored, escaped) && r_.other_value();
+                return string(ignored, escaped) && (!Report || r_.other_value());
             }
-            case 't': return literal("true") && r_.assign_number(1, 1.0);
-            case 'f': return literal("false") && r_.assign_number(0, 0.0);
-            case 'n': return literal("null") && r_.other_value();
-            default: return number();
+            case 't': return literal("true") && (!Report || r_.assign_number(1, 1.0));
+            case 'f': return literal("false") && (!Report || r_.assign_number(0, 0.0));
+            case 'n': return literal("null") && (!Report || r_.other_value());
+            default: return number<Report>();
         }
     }
+    template <bool Report>
     bool object(int depth) {
         ++p_;
-        r_.start_object(0);
-        if (eat('}')) return r_.end_object();
+        if (Report) r_.start_object(0);
+        if (eat('}')) return !Report || r_.end_object();
         do {
             std::string_view k;
             skip_ws();
             bool escaped = false;
             if (p_ == end_ || *p_ != '"' || !string(k, escaped) || escaped) return false;
-            r_.key_text(k);
-            if (!eat(':') || !value(depth + 1)) return false;
+            if (!eat(':')) return false;
+            if (Report) {
+                r_.key_text(k);
+                const bool ignored = depth == 0 && classify(k) == known_key::other;
+                if (!(ignored ? value<false>(depth + 1) : value<true>(depth + 1))) return false;
+            } else if (!value<false>(depth + 1)) {
+                return false;
+            }
         } while (eat(','));
-        return eat('}') && r_.end_object();
+        return eat('}') && (!Report || r_.end_object());
     }
+    template <bool Report>
     bool array(int depth) {
         ++p_;
-        r_.start_array(0);
-        if (eat(']')) return r_.end_array();
+        if (Report) r_.start_array(0);
+        if (eat(']')) return !Report || r_.end_array();
         do {
-            if (!value(depth + 1)) return false;
+            if (!value<Report>(depth + 1)) return false;
         } while (eat(','));
-        return eat(']') && r_.end_array();
+        return eat(']') && (!Report || r_.end_array());
     }
     bool literal(std::string_view word) {
         if (static_cast<std::size_t>(end_ - p_) < word.size() ||
@@ -234,6 +246,7 @@ private:
         return true;
     }
     bool string(std::string_view& text, bool& escaped);
+    template <bool Report>
     bool number();
 
     const char* p_;
@@ -274,7 +287,8 @@ bool fast_scan::string(std::string_view& text, bool& escaped) {
 }
 
 // A number in JSON's grammar. Integers of up to 18 digits and decimals whose value fits a
-// long are read; anything else is unsure.
+// long are read; anything else is unsure (also when not reported: the same texts pass).
+template <bool Report>
 bool fast_scan::number() {
     const char* start = p_;
     const auto digits = [&] {
@@ -300,6 +314,7 @@ bool fast_scan::number() {
     }
     if (integer) {
         if (int_digits > 18) return false;
+        if (!Report) return true;
         long v = 0;  // at most 18 digits: no overflow
         for (const char* d = int_start; d != p_; ++d) v = v * 10 + (*d - '0');
         if (*start == '-') v = -v;
@@ -308,7 +323,7 @@ bool fast_scan::number() {
     double d = 0;
     const auto [end, ec] = std::from_chars(start, p_, d);
     if (ec != std::errc{} || end != p_ || !(d > -1e18 && d < 1e18)) return false;
-    return r_.assign_number(static_cast<long>(d), d);
+    return !Report || r_.assign_number(static_cast<long>(d), d);
 }
 
 // One memchr pass for both keys, anchored on the 'g' they share: a rare letter in JSON text, so

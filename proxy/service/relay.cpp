@@ -80,6 +80,13 @@ void set_stats(http::fields& f, const std::optional<api::prompt_stats>& s) {
     f.set(processed_header, std::to_string(s->processed));
 }
 
+// The last chunk of a chunked answer, with what the cache did as trailers.
+std::string last_chunk(const std::optional<api::prompt_stats>& s) {
+    http::fields trailers;
+    set_stats(trailers, s);
+    return http_server::serialized_last_chunk(trailers);
+}
+
 // A small non-streamed answer: read it whole, then send it with the cache headers.
 awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& up,
                                http::response_parser<http::buffer_body>& p, forward_state& st,
@@ -117,21 +124,22 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
     if (ec) ex.keep_alive = false;
 }
 
-// Writes one piece of body to the client in the response's framing: a chunk is its size in
-// hex, CRLF, the bytes, CRLF (as Beast's make_chunk writes it, without its buffer views).
-awaitable<error_code> write_piece(timed_stream& client, bool chunked, const char* data,
-                                  std::size_t n) {
-    error_code ec;
-    if (chunked) {
-        char size[24];
-        const int length = std::snprintf(size, sizeof size, "%zx\r\n", n);
-        const std::array<net::const_buffer, 3> chunk{
-            net::buffer(size, static_cast<std::size_t>(length)), net::buffer(data, n),
-            net::buffer("\r\n", 2)};
-        std::tie(ec, std::ignore) = co_await net::async_write(client, chunk, nothrow);
-    } else {
-        std::tie(ec, std::ignore) = co_await net::async_write(client, net::buffer(data, n), nothrow);
+// Writes to the client in one gather write: `head` (may be empty), one piece of body in the
+// response's framing (a chunk is its size in hex, CRLF, the bytes, CRLF, as Beast's make_chunk
+// writes it) and `tail` (the last chunk, may be empty). What is ready together goes out
+// together: one send instead of up to three.
+awaitable<error_code> write_out(timed_stream& client, std::string_view head, bool chunked,
+                                const char* data, std::size_t n, std::string_view tail) {
+    char size[24];
+    std::size_t size_length = 0;
+    if (chunked && n > 0) {
+        size_length = static_cast<std::size_t>(std::snprintf(size, sizeof size, "%zx\r\n", n));
     }
+    const std::array<net::const_buffer, 5> buffers{
+        net::buffer(head.data(), head.size()), net::buffer(size, size_length),
+        net::buffer(data, n), net::buffer("\r\n", size_length > 0 ? 2 : 0),
+        net::buffer(tail.data(), tail.size())};
+    auto [ec, written] = co_await net::async_write(client, buffers, nothrow);
     co_return ec;
 }
 
@@ -241,31 +249,36 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
     if (!ex.keep_alive) res.set("Connection", "close");
     out.status = res.status();
     out.streamed = sse;
-    const std::string head_bytes = res.str();
-    ex.client->expires_after(cfg.timeouts.stream_idle);
-    auto [wec, wn] = co_await net::async_write(*ex.client, net::buffer(head_bytes), nothrow);
-    st.headers_sent = true;
-    if (wec) co_return void(ex.keep_alive = false);
-
+    // The head goes out with the body bytes that came with it, or alone before waiting for
+    // more: it never waits on the backend.
+    std::string head_bytes = res.str();
     sse_stats stats;
     std::array<char, 64 * 1024> buf;
     error_code rec;
+    std::string last;  // the last chunk with its trailers, once the body is complete
     p.eager(true);
-    while (!p.is_done()) {
+    for (;;) {
         // Everything already received goes out in one write; then wait for more.
-        const std::size_t got = take_buffered(p, up.buffer, buf, rec);
+        const std::size_t got = p.is_done() ? 0 : take_buffered(p, up.buffer, buf, rec);
         if (got > 0 && sse) stats.feed(buf.data(), got);
         if (p.is_done()) st.complete(stats.stats);
-        if (got > 0) {
+        const bool done = p.is_done() && !rec;
+        if (done) {
+            out.stats = stats.stats;
+            if (chunked) last = last_chunk(out.stats);
+        }
+        if (got > 0 || !head_bytes.empty() || !last.empty()) {
             ex.client->expires_after(cfg.timeouts.stream_idle);
-            wec = co_await write_piece(*ex.client, chunked, buf.data(), got);
+            const auto wec = co_await write_out(*ex.client, head_bytes, chunked, buf.data(), got, last);
+            st.headers_sent = true;
+            head_bytes.clear();
             out.bytes_out += got;
             if (wec) {
                 st.client_gone = true;
                 co_return void(ex.keep_alive = false);
             }
         }
-        if (rec || p.is_done()) break;
+        if (rec || done) break;
         if (got == buf.size()) continue;  // more may be parsed from what is buffered
         up.stream.expires_after(cfg.timeouts.stream_idle);
         auto [ec, n] = co_await up.stream.async_read_some(up.buffer.prepare(64 * 1024), nothrow);
@@ -283,15 +296,10 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         if (!(sse && chunked)) co_return void(ex.keep_alive = false);  // cannot be framed
         const auto event = api::sse_error_event(*out.error, "the backend failed during the stream: " +
                                                                 rec.message());
-        co_await write_piece(*ex.client, true, event.data(), event.size());
-    }
-    out.stats = stats.stats;
-    if (chunked) {
-        http::fields trailers;
-        set_stats(trailers, out.stats);
+        out.stats = stats.stats;
         ex.client->expires_after(cfg.timeouts.stream_idle);
-        const std::string last = http_server::serialized_last_chunk(trailers);
-        std::tie(wec, wn) = co_await net::async_write(*ex.client, net::buffer(last), nothrow);
+        const auto wec = co_await write_out(*ex.client, {}, true, event.data(), event.size(),
+                                            last_chunk(out.stats));
         if (wec) ex.keep_alive = false;
     }
     st.upstream_reusable = !rec && p.is_done() && p.keep_alive();

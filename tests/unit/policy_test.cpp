@@ -263,6 +263,27 @@ TEST_CASE("find_prompt_stats: only the top-level objects count, the last duplica
                 {2, 0, 0, 3.0});
 }
 
+TEST_CASE("find_prompt_stats: values of other top-level keys are checked, not read") {
+    // The scan only checks the grammar under keys that cannot carry the stats: a nested
+    // "timings" there does not count, and an error there still makes the text invalid.
+    check_stats(R"({"choices":[{"timings":{"prompt_n":8},"x":[true,false,null,-1.5e3]}],)"
+                R"("timings":{"prompt_n":3,"cache_n":1},"model":{"usage":{"prompt_tokens":4}}})",
+                {1, 3, 0});
+    CHECK_FALSE(api::find_prompt_stats(
+        R"({"x":{"timings":{"prompt_n":5}},"y":[{"usage":{"prompt_tokens":2}}]})").has_value());
+    for (const char* invalid : {R"({"x":[1,2,],"timings":{"prompt_n":3}})",
+                                R"({"x":{"a" 1},"timings":{"prompt_n":3}})",
+                                R"({"x":"a\qb","timings":{"prompt_n":3}})",
+                                R"({"x":01,"timings":{"prompt_n":3}})",
+                                R"({"x":tru,"timings":{"prompt_n":3}})",
+                                "{\"x\":\"\x01\",\"timings\":{\"prompt_n\":3}}"}) {
+        CAPTURE(invalid);
+        CHECK_FALSE(api::find_prompt_stats(invalid).has_value());
+    }
+    // What the scan is unsure of (a 22-digit number) is read by nlohmann instead, alike.
+    check_stats(R"({"x":1234567890123456789012,"timings":{"prompt_n":3,"cache_n":2}})", {2, 3, 0});
+}
+
 TEST_CASE("find_prompt_stats: escapes, exponents, unicode and deep nesting read alike") {
     check_stats(R"({"usage":null,"\u0074imings":{"prompt_n":3,"cache_n":1e1,"prompt_ms":2.5E-1}})",
                 {10, 3, 0, 0.25});
