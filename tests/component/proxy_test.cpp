@@ -219,6 +219,19 @@ void check_openai_error(const response& res, unsigned status) {
     CHECK((e.contains("code") && e["code"] == status));
 }
 
+// A stream body that is `sent`, then exactly one SSE event: its JSON data.
+nlohmann::json error_event_after(const std::string& body, const std::string& sent) {
+    REQUIRE(body.starts_with(sent));
+    const std::string rest = body.substr(sent.size());
+    CAPTURE(rest);
+    REQUIRE(rest.starts_with("data: "));
+    REQUIRE(rest.ends_with("\n\n"));
+    CHECK(rest.find("\n\n") == rest.size() - 2);  // exactly one event
+    auto doc = nlohmann::json::parse(rest.substr(6, rest.size() - 8), nullptr, false);
+    REQUIRE(doc.is_object());
+    return doc;
+}
+
 }  // namespace
 
 // --- 1. plain JSON --------------------------------------------------------------------------
@@ -493,16 +506,7 @@ TEST_CASE("a backend silent mid-stream for stream_idle ends the stream with one 
     CHECK(took >= 300ms);
     CHECK(took < 3s);
 
-    const auto& body = p.get().body();
-    const std::string sent = stub_upstream::sse_event(1, 3);
-    REQUIRE(body.starts_with(sent));
-    const std::string rest = body.substr(sent.size());
-    CAPTURE(rest);
-    REQUIRE(rest.starts_with("data: "));
-    REQUIRE(rest.ends_with("\n\n"));
-    CHECK(rest.find("\n\n") == rest.size() - 2);  // exactly one event
-    const auto doc = nlohmann::json::parse(rest.substr(6, rest.size() - 8), nullptr, false);
-    REQUIRE(doc.is_object());
+    const auto doc = error_event_after(p.get().body(), stub_upstream::sse_event(1, 3));
     CHECK(doc["error"]["code"] == 504);
     // The proxy let go of the silent backend's connection.
     CHECK(stub.wait_until([](const testing::stub_state& s) { return s.peer_closed == 1; }, 2s));
@@ -521,16 +525,8 @@ TEST_CASE("a backend dropping mid-stream ends the stream with one SSE error even
     REQUIRE(!c.read_until(p, [](const std::string&) { return false; }));
     CHECK(p.is_done());  // the chunked body ended with its last chunk, not a cut
 
-    const auto& body = p.get().body();
-    const std::string sent = stub_upstream::sse_event(1, 5) + stub_upstream::sse_event(2, 5);
-    REQUIRE(body.starts_with(sent));
-    const std::string rest = body.substr(sent.size());
-    CAPTURE(rest);
-    REQUIRE(rest.starts_with("data: "));
-    REQUIRE(rest.ends_with("\n\n"));
-    CHECK(rest.find("\n\n") == rest.size() - 2);  // exactly one event
-    const auto doc = nlohmann::json::parse(rest.substr(6, rest.size() - 8), nullptr, false);
-    REQUIRE(doc.is_object());
+    const auto doc = error_event_after(
+        p.get().body(), stub_upstream::sse_event(1, 5) + stub_upstream::sse_event(2, 5));
     CHECK(doc["error"]["code"] == 502);
     CHECK(doc["error"]["type"] == "server_error");
     CHECK(doc["error"]["message"].is_string());

@@ -73,6 +73,15 @@ void start_read(pair& p, result& r, std::array<char, 16>& buf) {
     });
 }
 
+// The peer sends a byte and the stream reads it, under whatever deadline it has.
+void read_sent_byte(pair& p, std::array<char, 16>& buf) {
+    result r;
+    p.send_byte();
+    start_read(p, r, buf);
+    p.run_until([&] { return r.done(); });
+    REQUIRE_FALSE(*r.ec);
+}
+
 }  // namespace
 
 TEST_CASE("timed_stream: a read pending past its deadline ends with timeout") {
@@ -115,12 +124,8 @@ TEST_CASE("timed_stream: a write the peer never takes is cut at its deadline") {
 TEST_CASE("timed_stream: a deadline passing while nothing is pending does nothing") {
     pair p;
     std::array<char, 16> buf{};
-    result first;
     p.near.expires_after(50ms);
-    p.send_byte();
-    start_read(p, first, buf);
-    p.run_until([&] { return first.done(); });
-    REQUIRE_FALSE(*first.ec);
+    read_sent_byte(p, buf);
 
     p.run_for(150ms);  // the deadline passes with no operation pending
     CHECK_FALSE(p.near.timed_out());
@@ -192,12 +197,8 @@ TEST_CASE("timed_stream: a deadline moved while a read is pending counts from th
 TEST_CASE("timed_stream: disarm ends the timer's wait, so an idle stream leaves no work") {
     pair p;
     std::array<char, 16> buf{};
-    result r;
     p.near.expires_after(10s);
-    p.send_byte();
-    start_read(p, r, buf);
-    p.run_until([&] { return r.done(); });
-    REQUIRE_FALSE(*r.ec);
+    read_sent_byte(p, buf);
     p.ctx.restart();
     p.ctx.run_for(50ms);
     CHECK_FALSE(p.ctx.stopped());  // the wait for the 10 s deadline is still work
