@@ -49,6 +49,7 @@ void registry::sync(const std::vector<std::string>& names, const std::vector<boo
         if (retired[i] && !b.retired) b.view.healthy = false;
         b.retired = retired[i];
     }
+    update_multi_model_locked();
 }
 
 slot_view* registry::slot_of(backend_state& b, int id) {
@@ -253,6 +254,7 @@ void registry::set_info(int backend, const backend_info& info, bool pinning) {
     b.info = info;
     b.view.models = info.models;
     b.view.pinning = pinning;
+    update_multi_model_locked();
     if (!changed) return;
     const auto n = static_cast<std::size_t>(std::max(0, info.total_slots));
     b.view.slots.assign(n, slot_view{});
@@ -375,17 +377,21 @@ std::optional<backend_info> registry::info(int backend) const {
 }
 
 // Replicas may load the same model from different directories: compare file names.
-bool registry::multi_model() const {
-    std::lock_guard lock(mu_);
+void registry::update_multi_model_locked() {
     std::string first;
+    bool multi = false;
     for (const auto& b : backends_) {
         if (b.retired || !b.info || b.info->model_path.empty()) continue;
         const auto& path = b.info->model_path;
         const std::string file = path.substr(path.find_last_of("/\\") + 1);
-        if (first.empty()) first = file;
-        else if (file != first) return true;
+        if (first.empty()) {
+            first = file;
+        } else if (file != first) {
+            multi = true;
+            break;
+        }
     }
-    return false;
+    multi_model_.store(multi, std::memory_order_release);
 }
 
 }  // namespace warmslot::routing

@@ -6,6 +6,7 @@
 // timings, GET /props, GET /slots) and asks it for plans.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -102,7 +103,9 @@ public:
     std::vector<backend_view> snapshot() const;
     counters totals() const;
     std::optional<backend_info> info(int backend) const;
-    bool multi_model() const;  // backends serve more than one model file
+    // Backends serve more than one model file. Without the lock: kept up to date whenever a
+    // backend's info or retirement changes.
+    bool multi_model() const { return multi_model_.load(std::memory_order_acquire); }
 
 private:
     struct backend_state {
@@ -125,8 +128,10 @@ private:
     plan prefer_previous_backend(const plan_input& in, const std::vector<backend_view>& views,
                                  plan p) const;
     slot_view* slot_of(backend_state& b, int id);
+    void update_multi_model_locked();
 
     mutable std::mutex mu_;
+    std::atomic<bool> multi_model_{false};
     planner_settings settings_;
     std::vector<backend_state> backends_;
     std::vector<std::uint64_t> evicted_view_;  // the last max_evicted level hashes evicted

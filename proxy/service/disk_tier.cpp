@@ -74,6 +74,7 @@ cache::index* disk_tier::index_for(int backend) const {
         return nullptr;
     }
     const auto& dir = cfg->backends[static_cast<std::size_t>(backend)].slot_save_path;
+    if (dir.empty()) return nullptr;  // no slot files: no index (and no lock to take)
     std::lock_guard lock(mu_);
     auto it = indexes_.find(dir);
     return it == indexes_.end() ? nullptr : it->second.get();

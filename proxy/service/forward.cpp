@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -148,7 +149,10 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     if (body && body->contains("model") && (*body)["model"].is_string() && reg_.multi_model()) {
         model = (*body)["model"].get<std::string>();
     }
-    if (starter_) {
+    // Only supervised backends are started on demand: no coroutine call for the others.
+    const bool any_supervised = std::any_of(cfg.backends.begin(), cfg.backends.end(),
+                                            [](const config::backend& b) { return b.supervised(); });
+    if (starter_ && any_supervised) {
         std::string wanted;
         if (body && body->contains("model") && (*body)["model"].is_string()) {
             wanted = (*body)["model"].get<std::string>();
@@ -181,7 +185,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             const auto& b = cfg.backends[i];
             const bool planned = t.p.backend >= 0 && i == chosen;
             if (!planned && b.retired) continue;  // removed by a reload: draining
-            if (starter_) starter_->used(static_cast<int>(i));
+            if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
             const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
             if (slot && disk_ && fp && kind == routing::request_kind::chat && body) {
                 out.disk = co_await disk_->prepare(pool, t, *fp, *body);

@@ -100,6 +100,27 @@ TEST_CASE("parse_warm_args: flags, repeated --doc, defaults and errors") {
         CHECK(std::holds_alternative<std::string>(api::parse_warm_args(args)));
 }
 
+TEST_CASE("registry: multi_model follows the backends' model files and retirements") {
+    routing::registry reg({"a", "b", "c"}, routing::planner_settings{});
+    CHECK_FALSE(reg.multi_model());  // nothing known yet
+    const auto info = [](std::string path) {
+        routing::backend_info i;
+        i.total_slots = 1;
+        i.model_path = std::move(path);
+        return i;
+    };
+    reg.set_info(0, info("/models/m.gguf"), true);
+    reg.set_info(1, info("C:\\other\\m.gguf"), true);  // a replica: same file, other directory
+    CHECK_FALSE(reg.multi_model());
+    reg.set_info(2, info("/models/n.gguf"), true);
+    CHECK(reg.multi_model());
+    const routing::planner_settings settings;
+    reg.sync({"a", "b", "c"}, {false, false, true}, settings);  // the other model retired
+    CHECK_FALSE(reg.multi_model());
+    reg.sync({"a", "b", "c"}, {false, false, false}, settings);
+    CHECK(reg.multi_model());
+}
+
 TEST_CASE("reserve_idle_slot: only an idle slot still holding the prefix; release keeps it") {
     routing::registry reg({"b"}, routing::planner_settings{});
     routing::backend_info info;

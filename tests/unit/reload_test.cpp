@@ -1,7 +1,12 @@
 // What a config reload keeps, retires and adds (config/reload).
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <memory>
+#include <thread>
+
 #include "config/reload.hpp"
+#include "config/source.hpp"
 
 namespace warmslot::config {
 namespace {
@@ -117,3 +122,33 @@ TEST_CASE("reload: active backends leave out retired ones") {
 
 }  // namespace
 }  // namespace warmslot::config
+
+namespace warmslot {
+
+TEST_CASE("source: each thread sees what was published last; held snapshots stay as they were") {
+    config::config a;
+    a.listen.port = 1;
+    config::source src(a);
+    config::config other_initial;
+    other_initial.listen.port = 9;
+    config::source other(other_initial);  // a second source never shows the first one's snapshots
+
+    const auto held = src.current();
+    CHECK(held->listen.port == 1);
+    CHECK(other.current()->listen.port == 9);
+    CHECK(src.current().get() == held.get());  // unchanged: the same snapshot
+
+    for (std::uint16_t port = 2; port <= 4; ++port) {
+        config::config next;
+        next.listen.port = port;
+        src.publish(std::make_shared<const config::config>(next));
+        CHECK(src.current()->listen.port == port);
+        std::uint16_t seen = 0;
+        std::thread([&] { seen = src.current()->listen.port; }).join();
+        CHECK(seen == port);
+        CHECK(other.current()->listen.port == 9);
+    }
+    CHECK(held->listen.port == 1);  // what a request took is not changed under it
+}
+
+}  // namespace warmslot
