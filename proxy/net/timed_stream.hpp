@@ -1,13 +1,13 @@
-// A TCP socket with one deadline: what warmslot used timed_stream for, at a fraction of its
-// cost per operation.
+// A TCP socket with one deadline: what warmslot used beast::tcp_stream for, at a fraction of
+// its cost per operation.
 //
-// timed_stream starts a timer wait with every read and write it does and cancels it when
+// beast::tcp_stream starts a timer wait with every read and write it does and cancels it when
 // the operation ends: a timer-queue insert and removal, a cancelled wait handler run through
 // the scheduler, and reference-count traffic, four times per proxied request. Here the deadline
 // is a time point; setting it is a store. One timer per stream, armed lazily, wakes at the
 // earliest deadline it knows of: a deadline that is still ahead then (it was moved later)
-// re-arms it, one that has passed closes the socket. A connection that is served normally thus
-// costs a timer operation now and then, not per read or write.
+// re-arms it, one that has passed cuts the pending operation. A connection that is served
+// normally thus costs a timer operation now and then, not per read or write.
 //
 // Semantics as with beast::tcp_stream, except for what a timeout leaves behind: a deadline cuts
 // only an operation that is pending when it passes (or starts after it passed), which then
