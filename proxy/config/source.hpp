@@ -7,7 +7,7 @@
 //
 // Requests read it several times each, on every worker: each thread keeps its own reference
 // (its own reference count), refreshed when the version changes, so that readers on different
-// threads neither take a shared lock nor write a shared counter.
+// threads neither take a shared lock nor write a shared counter. Not on Windows (see current()).
 #pragma once
 
 #include <atomic>
@@ -28,6 +28,12 @@ public:
         : current_(std::make_shared<const config>(std::move(initial))) {}
 
     snapshot current() const {
+#ifdef _WIN32
+        // No per-thread reference on Windows: with this thread_local, a service under wine did
+        // not finish stopping (its thread pool's destructor never returned).
+        std::lock_guard lock(mu_);
+        return current_;
+#else
         thread_local cached mine;
         if (mine.source_id != id_ || mine.version != version_.load(std::memory_order_acquire)) {
             std::lock_guard lock(mu_);
@@ -38,6 +44,7 @@ public:
             mine.version = version_.load(std::memory_order_relaxed);
         }
         return mine.view;
+#endif
     }
     void publish(snapshot next) {
         std::lock_guard lock(mu_);
