@@ -29,8 +29,8 @@ public:
 
     snapshot current() const {
 #ifdef _WIN32
-        // No per-thread reference on Windows: with this thread_local, a service under wine did
-        // not finish stopping (its thread pool's destructor never returned).
+        // No per-thread reference on Windows: with the thread_local below, a service under wine
+        // did not finish stopping (its thread pool's destructor never returned).
         std::lock_guard lock(mu_);
         return current_;
 #else
