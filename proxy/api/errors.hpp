@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "api/endpoints.hpp"
+
 namespace warmslot::api {
 
 enum class error_kind {
@@ -40,8 +42,9 @@ inline constexpr std::array all_error_kinds{
 };
 
 struct error_info {
-    unsigned status;        // HTTP status, also the body's "code"
-    std::string_view type;  // the body's "type", e.g. "invalid_request_error"
+    unsigned status;                  // HTTP status, also the body's "code"
+    std::string_view type;            // the body's "type", e.g. "invalid_request_error"
+    std::string_view anthropic_type;  // the type in the Anthropic dialect, e.g. "api_error"
 };
 
 // Status and type of `kind`. A value outside the enum is described as `internal`.
@@ -50,12 +53,17 @@ struct error_info {
 // The enumerator's name ("invalid_json", ...) for logs and metrics labels.
 [[nodiscard]] std::string_view name(error_kind kind) noexcept;
 
-// {"error":{"code":N,"message":"<message>","type":"..."}} on one line. `message` is escaped as
-// JSON; UTF-8 is kept as is and invalid UTF-8 bytes become U+FFFD.
-[[nodiscard]] std::string error_body(error_kind kind, std::string_view message);
+// {"error":{"code":N,"message":"<message>","type":"..."}} on one line (OpenAI dialect), or
+// {"type":"error","error":{"type":"...","message":"<message>"}} (Anthropic dialect, the shape
+// Anthropic's API and SDKs use). `message` is escaped as JSON; UTF-8 is kept as is and invalid
+// UTF-8 bytes become U+FFFD.
+[[nodiscard]] std::string error_body(error_kind kind, std::string_view message,
+                                     error_dialect dialect = error_dialect::openai);
 
-// The same body framed as one SSE event, "data: <body>\n\n": how an error is reported once a
-// stream has started and the status line is already sent.
-[[nodiscard]] std::string sse_error_event(error_kind kind, std::string_view message);
+// The same body framed as one SSE event: how an error is reported once a stream has started
+// and the status line is already sent. OpenAI: "data: <body>\n\n"; Anthropic: a named
+// "event: error" with that body, as Anthropic streams report errors.
+[[nodiscard]] std::string sse_error_event(error_kind kind, std::string_view message,
+                                          error_dialect dialect = error_dialect::openai);
 
 }  // namespace warmslot::api

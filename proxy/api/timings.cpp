@@ -346,6 +346,43 @@ bool has_stats_key(std::string_view text) noexcept {
     return false;
 }
 
+long as_long(const json& object, const char* key) {
+    const auto it = object.find(key);
+    return it != object.end() && it->is_number() ? it->get<long>() : 0L;
+}
+
+// Usage in the Anthropic Messages shape (input_tokens are the computed ones, next to
+// cache_read_input_tokens) or the OpenAI Responses shape (input_tokens are all of them, with
+// input_tokens_details.cached_tokens), at the top or inside the "message" of an Anthropic
+// message_start event or the "response" of a Responses event.
+std::optional<prompt_stats> input_token_usage(std::string_view text) {
+    if (text.find("\"input_tokens\"") == std::string_view::npos) return std::nullopt;
+    const json doc = json::parse(text, nullptr, false);
+    if (!doc.is_object()) return std::nullopt;
+    for (const json* holder : {&doc, doc.contains("message") ? &doc["message"] : nullptr,
+                               doc.contains("response") ? &doc["response"] : nullptr}) {
+        if (holder == nullptr || !holder->is_object()) continue;
+        const auto usage = holder->find("usage");
+        if (usage == holder->end() || !usage->is_object() || !usage->contains("input_tokens")) {
+            continue;
+        }
+        prompt_stats s;
+        s.predicted = as_long(*usage, "output_tokens");
+        if (usage->contains("cache_read_input_tokens")) {
+            s.cached = as_long(*usage, "cache_read_input_tokens");
+            s.processed = as_long(*usage, "input_tokens");
+            return s;
+        }
+        const auto details = usage->find("input_tokens_details");
+        if (details != usage->end() && details->is_object()) {
+            s.cached = as_long(*details, "cached_tokens");
+            s.processed = as_long(*usage, "input_tokens") - s.cached;
+            return s;
+        }
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 bool may_carry_stats(std::string_view json) noexcept { return has_stats_key(json); }
@@ -372,7 +409,7 @@ std::optional<prompt_stats> find_prompt_stats(std::string_view text) {
         s.predicted = r.usage.completion_tokens.get_long();
         return s;
     }
-    return std::nullopt;
+    return input_token_usage(text);
 }
 
 }  // namespace warmslot::api

@@ -17,7 +17,10 @@ struct prompt_stats {
 bool may_carry_stats(std::string_view json) noexcept;
 
 // Reads `timings` (cache_n, prompt_n, prompt_ms) from a response body or an SSE data payload;
-// falls back to OpenAI `usage` (prompt_tokens, prompt_tokens_details.cached_tokens).
+// falls back to OpenAI `usage` (prompt_tokens, prompt_tokens_details.cached_tokens), then to the
+// usage of Anthropic Messages (input_tokens, cache_read_input_tokens; also inside the "message"
+// of a message_start event) and of OpenAI Responses (input_tokens,
+// input_tokens_details.cached_tokens; also inside the "response" of a stream event).
 // std::nullopt when the text is not JSON or carries neither.
 std::optional<prompt_stats> find_prompt_stats(std::string_view json);
 

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,11 +51,21 @@ void check_routes(const std::vector<route_case>& cases) {
 }
 
 constexpr std::string_view json_posts[] = {
-    "/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions",
-    "/v1/embeddings",       "/embeddings",       "/completion",     "/tokenize",
-    "/detokenize",          "/apply-template",
+    "/v1/chat/completions",      "/chat/completions",
+    "/v1/completions",           "/completions",
+    "/v1/embeddings",            "/embeddings",
+    "/embedding",                "/completion",
+    "/tokenize",                 "/detokenize",
+    "/apply-template",           "/v1/responses",
+    "/responses",                "/v1/messages",
+    "/v1/messages/count_tokens", "/infill",
+    "/rerank",                   "/reranking",
+    "/v1/rerank",                "/v1/reranking",
+    "/v1/chat/completions/input_tokens", "/chat/completions/input_tokens",
+    "/v1/responses/input_tokens", "/responses/input_tokens",
+    "/v1/chat/completions/control",
 };
-constexpr std::string_view gets[] = {"/v1/models", "/models", "/props", "/slots"};
+constexpr std::string_view gets[] = {"/v1/models", "/models", "/props", "/slots", "/lora-adapters"};
 
 }  // namespace
 
@@ -381,4 +392,60 @@ TEST_CASE("matches_any_key") {
     CHECK_FALSE(matches_any_key("alpha", several));
     CHECK_FALSE(matches_any_key("bb", several));
     CHECK_FALSE(matches_any_key("sk-secretalpha-key", several));
+}
+
+TEST_CASE("classify: the API shape of each prompt-carrying endpoint, none for the others") {
+    const std::vector<std::pair<std::string_view, api::api_shape>> cases = {
+        {"/v1/chat/completions", api::api_shape::chat},
+        {"/chat/completions?x=1", api::api_shape::chat},
+        {"/completion", api::api_shape::completion},
+        {"/v1/completions", api::api_shape::completion},
+        {"/completions", api::api_shape::completion},
+        {"/v1/responses", api::api_shape::responses},
+        {"/responses", api::api_shape::responses},
+        {"/v1/messages?beta=true", api::api_shape::messages},
+        {"/v1/messages/count_tokens?beta=true", api::api_shape::none},
+        {"/v1/embeddings", api::api_shape::none},
+        {"/infill", api::api_shape::none},
+        {"/tokenize", api::api_shape::none},
+    };
+    for (const auto& [path, shape] : cases) {
+        const std::string_view target = path;
+        CAPTURE(target);
+        const auto ep = api::classify("POST", target);
+        CHECK(ep.kind == endpoint_kind::forward_json);
+        CHECK(api::name(ep.shape) == api::name(shape));
+    }
+    CHECK(api::classify("GET", "/v1/models").shape == api::api_shape::none);
+}
+
+TEST_CASE("classify: /v1/messages* answers warmslot's errors in the Anthropic dialect") {
+    using api::error_dialect;
+    const std::vector<std::pair<std::string_view, error_dialect>> cases = {
+        {"/v1/messages", error_dialect::anthropic},
+        {"/v1/messages?beta=true", error_dialect::anthropic},
+        {"/v1/messages/count_tokens", error_dialect::anthropic},
+        {"/v1/messages/unknown", error_dialect::anthropic},
+        {"/v1/messagesx", error_dialect::openai},
+        {"/v1/chat/completions", error_dialect::openai},
+        {"/v1/responses", error_dialect::openai},
+        {"/nothing", error_dialect::openai},
+    };
+    for (const auto& [path, dialect] : cases) {
+        const std::string_view target = path;
+        CAPTURE(target);
+        for (const std::string_view m : {"GET", "POST"}) {
+            CHECK((api::classify(m, target).dialect == dialect));
+        }
+    }
+    // Known path, wrong method: still the endpoint's dialect.
+    CHECK(api::classify("GET", "/v1/messages").kind == endpoint_kind::method_not_allowed);
+}
+
+TEST_CASE("classify: requests that would change every slot behind warmslot's back are refused") {
+    check_routes({
+        {"POST", "/lora-adapters", endpoint_kind::method_not_allowed, true},
+        {"POST", "/props", endpoint_kind::method_not_allowed, true},
+        {"GET", "/lora-adapters", endpoint_kind::forward_get, true},
+    });
 }
