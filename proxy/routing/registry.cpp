@@ -11,6 +11,8 @@ constexpr double hits_half_life_seconds = 600;
 constexpr double rate_weight = 0.3; // exponential moving average weight of a new observation
 // llama-server may still show a slot as processing for a moment after it sent the response.
 constexpr auto own_tail = std::chrono::milliseconds(300);
+// A floating request that reused at least this many tokens ran on the slot that held them.
+constexpr long floating_confirms = 64;
 
 double ema(double old, double sample) { return old * (1 - rate_weight) + sample * rate_weight; }
 
@@ -93,7 +95,9 @@ plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock:
     // A backend that has not served yet is assumed to be like the others, so replicas compare
     // on load and content rather than on a default rate.
     for (std::size_t i = 0; i < views.size(); ++i) {
+        const bool floating = backends_[i].floating_in_flight > 0;
         for (auto& slot : views[i].slots) {
+            slot.busy = slot.busy || floating;  // a floating request may be on any idle slot
             if (slot.busy) slot.busy_until = std::max(slot.busy_until, now + min_wait);
         }
         if (!backends_[i].rate_learned && rates > 0) views[i].prefill_tokens_per_second = rate_sum / rates;
@@ -137,11 +141,21 @@ bool registry::try_take(ticket& t, clock::time_point now) {
     if (t.p.backend < 0 || !t.p.slot) return true;
     auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
     const auto i = static_cast<std::size_t>(*t.p.slot);
-    if (i >= b.reserved_by.size() || b.reserved_by[i] != 0 || b.outside_busy[i]) return false;
+    if (i >= b.reserved_by.size() || b.reserved_by[i] != 0 || b.outside_busy[i] ||
+        b.floating_in_flight > 0) {
+        return false;
+    }
     b.reserved_by[i] = t.id;
     b.view.slots[i].busy = true;
     b.view.slots[i].busy_until = now;
     return true;
+}
+
+void registry::mark_floating(ticket& t) {
+    std::lock_guard lock(mu_);
+    if (t.p.backend < 0 || t.floating) return;
+    t.floating = true;
+    ++backends_[static_cast<std::size_t>(t.p.backend)].floating_in_flight;
 }
 
 void registry::cancel(const ticket& t) {
@@ -149,6 +163,7 @@ void registry::cancel(const ticket& t) {
     if (t.p.backend < 0) return;
     auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
     if (b.view.in_flight > 0) --b.view.in_flight;
+    if (t.floating && b.floating_in_flight > 0) --b.floating_in_flight;
     if (!t.p.slot) {
         if (b.unpinned_in_flight > 0) --b.unpinned_in_flight;
         return;
@@ -169,6 +184,7 @@ void registry::complete(const ticket& t, const fingerprint* fp,
     if (t.p.backend < 0) return;
     auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
     if (b.view.in_flight > 0) --b.view.in_flight;
+    if (t.floating && b.floating_in_flight > 0) --b.floating_in_flight;
     const double rate =
         s->prompt_ms > 0 ? static_cast<double>(s->processed) / (s->prompt_ms / 1000.0) : 0;
     if (s->processed >= 64 && rate > 0) {
@@ -200,6 +216,13 @@ void registry::complete(const ticket& t, const fingerprint* fp,
     if (b.reserved_by[i] == t.id) b.reserved_by[i] = 0;
     auto& slot = b.view.slots[i];
     slot.busy = b.reserved_by[i] != 0 || b.outside_busy[i];
+    if (t.floating && s->cached < floating_confirms) {
+        // llama-server may have run it on another slot: what both hold is unknown until the
+        // next GET /slots.
+        slot.held.clear();
+        slot.held_tokens = 0;
+        return;
+    }
     std::vector<prefix_level> now_held = fp ? fp->levels : std::vector<prefix_level>{};
     if (!slot.held.empty() && common_levels(slot.held, now_held) < slot.held.size()) {
         evicted(b, slot.held);
@@ -294,7 +317,9 @@ std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
     auto& b = backends_[static_cast<std::size_t>(backend)];
     auto* s = slot_of(b, slot);
     const auto i = static_cast<std::size_t>(slot);
-    if (!s || b.reserved_by[i] != 0 || b.outside_busy[i] || s->busy) return std::nullopt;
+    if (!s || b.reserved_by[i] != 0 || b.outside_busy[i] || s->busy || b.floating_in_flight > 0) {
+        return std::nullopt;
+    }
     if (must_hold.empty() || common_levels(s->held, must_hold) < must_hold.size()) {
         return std::nullopt;
     }

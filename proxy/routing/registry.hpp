@@ -25,6 +25,10 @@ struct ticket {
     std::uint64_t request_bytes = 0;
     double expected_prefill_seconds = 0; // of the part of the prompt the slot does not hold
     double saved_prefill_seconds = 0;    // of the part it holds: the most a wait is worth
+    // Sent without id_slot (an API whose body llama-server rebuilds, dropping it): llama-server
+    // picks the slot by prompt similarity, and the planned slot is where warmslot prepared the
+    // prefix (set by mark_floating).
+    bool floating = false;
 };
 
 // What GET /props and /v1/models said about a backend.
@@ -73,6 +77,10 @@ public:
     plan preview(const fingerprint* fp, std::string_view model, clock::time_point now) const;
     // For a wait_hit ticket: takes the slot if it is idle now. False: still busy.
     bool try_take(ticket& t, clock::time_point now);
+    // The ticket's request goes out without id_slot. While it runs, no slot of its backend is
+    // pinned or taken by a wait (it may be on any idle one), and its answer updates the planned
+    // slot only when it reused a prefix (the slot that held it is the one llama-server chose).
+    void mark_floating(ticket& t);
     // Gives up a reservation without a response (request failed before reaching the slot).
     void cancel(const ticket& t);
     // Records the response: what the slot now holds, rates, counters.
@@ -114,6 +122,7 @@ private:
         std::vector<std::uint64_t> reserved_by;  // per slot: ticket id holding it, 0 = none
         std::vector<bool> outside_busy;          // per slot: processing without our ticket
         std::size_t unpinned_in_flight = 0;
+        std::size_t floating_in_flight = 0;      // requests on a slot llama-server chose
         std::deque<std::uint64_t> evicted;       // level hashes this backend held lately (its
                                                  // RAM cache or disk may still have them)
         bool rate_learned = false;               // prefill rate observed
