@@ -398,7 +398,14 @@ void reader::read_documents(const entry& e, rewrite_rules& out) const {
 }
 
 void reader::read_rewrite_rules(const entry& e, rewrite_rules& out) const {
-    read_map(e, {{"volatile_lines", [&](const entry& v) { read_volatile_lines(v, out); }},
+    read_map(e, {{"system_messages",
+                  [&](const entry& v) {
+                      const std::string where = read_scalar(v, "keep or front");
+                      if (where == "keep") out.system_to_front = false;
+                      else if (where == "front") out.system_to_front = true;
+                      else fail(v.line, v.path, "expected keep or front, found \"" + where + "\"");
+                  }},
+                 {"volatile_lines", [&](const entry& v) { read_volatile_lines(v, out); }},
                  {"documents", [&](const entry& v) { read_documents(v, out); }}});
 }
 

@@ -108,6 +108,7 @@ struct document_delimiter {
 
 // The rules for one model. Everything off by default: rewriting changes the model's input.
 struct rewrite_rules {
+    bool system_to_front = false;                // late system messages join the leading ones
     std::vector<std::string> volatile_presets;   // names, see volatile_preset()
     std::vector<std::string> volatile_patterns;  // ECMAScript regexes, searched in each line
     std::uint64_t document_min_bytes = 2048;     // a message or text part this long is a document

@@ -73,6 +73,16 @@ std::uint64_t conversation_key(const json& messages) {
     return k;
 }
 
+// System (or developer) messages that come after the first other message move, in their order,
+// to the end of the leading system messages. Returns how many moved.
+std::size_t move_late_system(json& messages) {
+    auto& list = messages.get_ref<json::array_t&>();
+    const auto lead = std::find_if_not(list.begin(), list.end(), is_system);
+    const auto late = static_cast<std::size_t>(std::count_if(lead, list.end(), is_system));
+    if (late > 0) std::stable_partition(lead, list.end(), is_system);
+    return late;
+}
+
 }  // namespace
 
 result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& body) {
@@ -85,6 +95,7 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
     }
     const bool final_user = has_role(messages.back(), "user");
 
+    const std::size_t to_front = rules.system_to_front() ? move_late_system(messages) : 0;
     std::vector<std::string> moved;
     if (final_user && rules.volatile_enabled()) moved = take_volatile(messages, rules);
     // User turns as the client sent them: what identifies them in later requests.
@@ -121,6 +132,7 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
         prepend(messages[last], block);
         r.update.notes.emplace_back(turn_key(conversation, last, client_content[last]), block);
     }
+    if (to_front > 0) r.applied.push_back("system_to_front=" + std::to_string(to_front));
     if (!moved.empty()) r.applied.push_back("volatile_lines=" + std::to_string(moved.size()));
     if (docs.reordered_groups > 0)
         r.applied.push_back("document_order=" + std::to_string(docs.reordered_groups));

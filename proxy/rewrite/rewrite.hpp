@@ -7,7 +7,9 @@
 //                   were sent then; new ones follow;
 //   edits (append)  a document that revises one sent before is sent as that original, and a
 //                   <revision> note with the changed lines goes into the final user turn;
-//   turn notes      a user turn that got such a block keeps it when it becomes history.
+//   turn notes      a user turn that got such a block keeps it when it becomes history;
+//   system to front system messages a client puts after the first user turn (an agent's tool
+//                   or agent lists) join the leading ones.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,6 +34,13 @@ struct result {
 
 // Applies `rules` to a chat body ({"messages": [...]}); any other body comes back unchanged.
 result rewrite_chat(const compiled_rules& rules, const memory& mem, const nlohmann::json& body);
+
+// Anthropic Messages bodies under the same rules (rewrite/shapes.cpp): the top-level "system"
+// (a string or text blocks) becomes a leading system message, and back: the leading system
+// messages become "system" (a string when they are one string, else text blocks in order, each
+// message after the first starting with a blank line, since llama-server joins the blocks).
+nlohmann::json messages_to_chat(const nlohmann::json& body);
+nlohmann::json chat_to_messages(nlohmann::json chat);
 
 // The X-Warmslot-Rewrites value: the applied rules joined with ", ", or "none".
 std::string describe(const std::vector<std::string>& applied);

@@ -26,9 +26,10 @@ struct compiled_rules {
     std::optional<std::regex> edit_id;
 
     bool volatile_enabled() const { return !volatile_lines.empty(); }
+    bool system_to_front() const { return settings.system_to_front; }
     bool edits_enabled() const { return settings.edits == config::edit_mode::append; }
     bool documents_enabled() const { return settings.document_order || edits_enabled(); }
-    bool any() const { return volatile_enabled() || documents_enabled(); }
+    bool any() const { return system_to_front() || volatile_enabled() || documents_enabled(); }
 };
 
 // Rules per model, built from the `rewrite:` section. Immutable; safe to share.

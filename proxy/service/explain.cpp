@@ -29,30 +29,24 @@ std::optional<rewrite::result> try_apply(const rewrite::rewriter& r, const nlohm
     }
 }
 
-bool is_chat_path(std::string_view target) {
-    const auto path = api::path_of(target);
-    return path == "/v1/chat/completions" || path == "/chat/completions";
-}
-
-std::string model_of(const nlohmann::json& body) {
-    return body.contains("model") && body["model"].is_string() ? body["model"].get<std::string>()
-                                                               : std::string();
-}
-
 }  // namespace
 
 // The rewritten body replaces the client's, so the fingerprint, the plan, the disk tier and the
 // backend all see the request as it is sent.
+// Chat bodies, and Anthropic Messages bodies through their chat form (rewrite/shapes.cpp).
 std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& ex,
                                                         nlohmann::json& body, outcome& out) {
-    if (!is_chat_path(std::string_view(ex.request.target()))) return std::nullopt;
+    const auto shape = out.cls.ep.shape;
+    if (shape != api::api_shape::chat && shape != api::api_shape::messages) return std::nullopt;
+    const bool messages = shape == api::api_shape::messages;
     bool failed = false;
-    auto r = try_apply(rewriter_, body, ex.id, failed);
+    auto r = messages ? try_apply(rewriter_, rewrite::messages_to_chat(body), ex.id, failed)
+                      : try_apply(rewriter_, body, ex.id, failed);
     if (failed) out.rewrites = "skipped";
     if (!r) return std::nullopt;
     out.rewrites = rewrite::describe(r->applied);
     if (r->changed()) {
-        body = std::move(r->body);
+        body = messages ? rewrite::chat_to_messages(std::move(r->body)) : std::move(r->body);
         ex.request.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
     r->body = nullptr;  // only the memory update is kept until the answer
@@ -78,7 +72,7 @@ awaitable<void> pipeline::explain(http_server::exchange& ex, outcome& out, nlohm
         else if (body.contains("prompt"))
             fp = routing::fingerprint_request(routing::request_kind::completion, body);
     }
-    const std::string model = reg_.multi_model() ? model_of(body) : std::string();
+    const std::string model = reg_.multi_model() ? out.cls.model : std::string();
     const auto p = reg_.preview(fp ? &*fp : nullptr, model, routing::clock::now());
     nlohmann::json plan = {
         {"route", std::string(routing::name(p.why))},

@@ -16,6 +16,7 @@
 #include <limits>
 #include <string>
 
+#include "api/chat_view.hpp"
 #include "api/endpoints.hpp"
 #include "api/forward_headers.hpp"
 #include "service/pipeline.hpp"
@@ -28,16 +29,48 @@ using routing::clock;
 
 enum class attempt { relayed, stale_connection, backend_failed };
 
-std::optional<routing::request_kind> kind_of(std::string_view target) {
-    const auto path = api::path_of(target);
-    if (path == "/v1/chat/completions" || path == "/chat/completions") {
-        return routing::request_kind::chat;
+// What the cache reads a request's prompt from: the body itself for chat and completions, the
+// chat body llama-server renders for Responses and Messages (api/chat_view.hpp).
+struct prompt_view {
+    const nlohmann::json* body = nullptr;   // the client's body
+    std::optional<api::chat_view> converted; // its chat view (Responses, Messages)
+    bool chat_shape = false;
+    std::optional<routing::fingerprint> fp;
+    // The chat body the disk tier renders; null for completions and unreadable bodies.
+    const nlohmann::json* chat() const {
+        if (converted) return &converted->body;
+        return chat_shape ? body : nullptr;
     }
-    if (path == "/completion" || path == "/v1/completions" || path == "/completions") {
-        return routing::request_kind::completion;
+};
+
+prompt_view view_of(api::api_shape shape, const nlohmann::json* body) {
+    prompt_view v;
+    v.body = body;
+    if (body == nullptr) return v;
+    switch (shape) {
+        case api::api_shape::none: return v;
+        case api::api_shape::completion:
+            v.fp = routing::fingerprint_request(routing::request_kind::completion, *body);
+            return v;
+        case api::api_shape::chat: v.chat_shape = true; break;
+        case api::api_shape::responses:
+        case api::api_shape::messages:
+            v.converted = api::to_chat_view(shape, *body);
+            break;
     }
-    return std::nullopt;
+    if (const auto* chat = v.chat()) {
+        v.fp = routing::fingerprint_request(routing::request_kind::chat, *chat);
+    }
+    // The client's cache breakpoint is the end of its stable prefix (what the disk tier keeps).
+    if (v.fp && v.converted && v.converted->breakpoint && *v.converted->breakpoint < v.fp->levels.size()) {
+        v.fp->stable_levels = *v.converted->breakpoint;
+    }
+    return v;
 }
+
+// llama-server rebuilds an Anthropic Messages body from the fields it knows, so an id_slot in it
+// never reaches the slot choice: such requests float (routing::registry::mark_floating).
+bool takes_id_slot(api::api_shape shape) { return shape != api::api_shape::messages; }
 
 // The body to send: pinned to `slot`, or without any id_slot the client may have sent (a
 // client's id_slot could name a busy slot, which can hang llama-server).
@@ -142,23 +175,14 @@ awaitable<bool> pipeline::wait_for_slot(const config::config& cfg, routing::tick
 awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                                   const nlohmann::json* body) {
     const auto& cfg = *out.cfg;
-    std::optional<routing::fingerprint> fp;
-    std::string model;
-    const auto kind = kind_of(std::string_view(ex.request.target()));
-    if (body && kind && cfg.routing.enabled) fp = routing::fingerprint_request(*kind, *body);
-    if (body && body->contains("model") && (*body)["model"].is_string() && reg_.multi_model()) {
-        model = (*body)["model"].get<std::string>();
-    }
+    const auto shape = out.cls.ep.shape;
+    const prompt_view view = cfg.routing.enabled ? view_of(shape, body) : prompt_view{};
+    const auto& fp = view.fp;
+    const std::string model = reg_.multi_model() ? out.cls.model : std::string();
     // Only supervised backends are started on demand: no coroutine call for the others.
     const bool any_supervised = std::any_of(cfg.backends.begin(), cfg.backends.end(),
                                             [](const config::backend& b) { return b.supervised(); });
-    if (starter_ && any_supervised) {
-        std::string wanted;
-        if (body && body->contains("model") && (*body)["model"].is_string()) {
-            wanted = (*body)["model"].get<std::string>();
-        }
-        co_await starter_->wake(cfg, std::move(wanted));
-    }
+    if (starter_ && any_supervised) co_await starter_->wake(cfg, out.cls.model);
     const std::uint64_t bytes = fp ? fp->total_bytes : ex.request.body().size();
     auto t = reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now());
     if (t.p.backend < 0 && t.p.unknown_model) {
@@ -187,17 +211,19 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             if (!planned && b.retired) continue;  // removed by a reload: draining
             if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
             const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
-            if (slot && disk_ && fp && kind == routing::request_kind::chat && body) {
-                out.disk = co_await disk_->prepare(pool, t, *fp, *body);
+            if (slot && disk_ && fp && view.chat()) {
+                out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
             }
+            const bool pin = slot && takes_id_slot(shape);
+            if (slot && !pin) reg_.mark_floating(t);
             header_list extra = {{"X-Warmslot-Backend", b.name},
                                  {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
-                                 {"X-Warmslot-Slot", slot ? std::to_string(*slot) : "-"}};
+                                 {"X-Warmslot-Slot", pin ? std::to_string(*slot) : "-"}};
             if (const auto d = describe(out.disk); !d.empty()) extra.emplace_back("X-Warmslot-Disk", d);
             if (!out.rewrites.empty()) extra.emplace_back("X-Warmslot-Rewrites", out.rewrites);
             out.backend = b.name;
             out.route = extra[1].second;
-            out.slot = slot;
+            out.slot = pin ? slot : std::nullopt;
             for (int tries = 0; tries < 2 && !st.client_gone; ++tries) {
                 auto [ec, conn] = co_await pool.acquire(b.host, b.port, cfg.timeouts.connect);
                 if (ec) {
@@ -212,8 +238,9 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                     if (disk_) disk_->check(t.p.backend, out.disk, stats);
                     reg_.complete(t, fp ? &*fp : nullptr, stats, clock::now());
                 };
-                std::string prepared = cfg.routing.enabled ? prepared_body(ex.request.body(), body, slot)
-                                                            : ex.request.body();
+                std::string prepared = cfg.routing.enabled
+                                           ? prepared_body(ex.request.body(), body, pin ? slot : std::nullopt)
+                                           : ex.request.body();
                 const auto result = co_await try_backend(ex, *conn, st, out, cfg, b,
                                                          std::move(prepared), extra);
                 st.current = nullptr;

@@ -49,11 +49,15 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
     const auto start = std::chrono::steady_clock::now();
     outcome out;
     out.cfg = src_.current();
-    const auto ep = api::classify(std::string_view(ex.request.method_string()),
-                                  std::string_view(ex.request.target()));
+    out.cls.ep = api::classify(std::string_view(ex.request.method_string()),
+                               std::string_view(ex.request.target()));
+    const auto& ep = out.cls.ep;
     nlohmann::json body;
     if (ep.kind == api::endpoint_kind::forward_json || ep.kind == api::endpoint_kind::explain) {
         body = api::parse_json(ex.request.body());
+        if (const auto m = body.find("model"); m != body.end() && m->is_string()) {
+            out.cls.model = m->get<std::string>();
+        }
     }
     const auto path = api::path_of(std::string_view(ex.request.target()));
     if (auto refused = check(*out.cfg, ex.request, ep, &body)) {
@@ -88,7 +92,8 @@ std::optional<rejection> pipeline::check(const config::config& cfg,
     const std::string path(api::path_of(std::string_view(req.target())));
     if (ep.needs_auth && !authorized(cfg, req)) {
         return rejection{api::error_kind::unauthorized,
-                         "missing or invalid API key (send Authorization: Bearer <key>)"};
+                         "missing or invalid API key (send Authorization: Bearer <key> or "
+                         "x-api-key: <key>)"};
     }
     switch (ep.kind) {
         case api::endpoint_kind::not_found:
@@ -132,7 +137,8 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
     out.status = info.status;
     out.error = kind;
     auto ec = co_await http_server::write_json(*ex.client, info.status,
-                                               api::error_body(kind, message), ex.keep_alive,
+                                               api::error_body(kind, message, out.cls.ep.dialect),
+                                               ex.keep_alive,
                                                ex.id, out.cfg->timeouts.stream_idle);
     if (ec) ex.keep_alive = false;
 }

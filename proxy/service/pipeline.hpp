@@ -27,9 +27,18 @@ namespace warmslot::service {
 
 class watch_list;
 
+// What a request is, decided once when it arrives: the endpoint (kind, API shape, error
+// dialect) and the model it names ("" when none). Forwarding, rewriting, the plan, the disk tier
+// and the error answers all read it from here.
+struct request_class {
+    api::endpoint ep{api::endpoint_kind::not_found};
+    std::string model;
+};
+
 // What became of a request: the access log line is made from it.
 struct outcome {
     config::snapshot cfg;     // the config this request runs under, kept until it ends
+    request_class cls;
     unsigned status = 0;
     std::string backend;
     std::optional<api::prompt_stats> stats;

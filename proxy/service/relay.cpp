@@ -294,8 +294,8 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         out.error = rec == beast::error::timeout ? api::error_kind::upstream_timeout
                                                  : api::error_kind::backend_bad_response;
         if (!(sse && chunked)) co_return void(ex.keep_alive = false);  // cannot be framed
-        const auto event = api::sse_error_event(*out.error, "the backend failed during the stream: " +
-                                                                rec.message());
+        const auto event = api::sse_error_event(
+            *out.error, "the backend failed during the stream: " + rec.message(), out.cls.ep.dialect);
         out.stats = stats.stats;
         ex.client->expires_after(cfg.timeouts.stream_idle);
         const auto wec = co_await write_out(*ex.client, {}, true, event.data(), event.size(),

@@ -54,6 +54,7 @@ const cases = [
   ['every rewrite key', `${url}rewrite:
   memory: 1TiB
   default:
+    system_messages: front
     volatile_lines: {presets: [date, time, iso_timestamp, uuid, request_id], patterns: ['^Now: .*$']}
     documents:
       min_bytes: 64B
@@ -68,6 +69,7 @@ const cases = [
       max_note_bytes: 1MiB
   models:
     qwen3-8b:
+      system_messages: keep
       documents: {edits: reprocess, edit_similarity: 0.1, delimiters: []}
     "any name: even/this one":
       volatile_lines: {presets: []}

@@ -509,6 +509,7 @@ TEST_CASE("config: rewrite defaults are off and models override the default bloc
                                 "  memory: 16MiB\n"
                                 "  models:\n"
                                 "    qwen3.5-9b:\n"
+                                "      system_messages: front\n"
                                 "      documents:\n"
                                 "        edits: append\n"
                                 "        edit_similarity: 0.6\n"
@@ -540,6 +541,8 @@ TEST_CASE("config: rewrite defaults are off and models override the default bloc
     CHECK(q.edits == cfg::edit_mode::append);
     CHECK(q.edit_similarity == doctest::Approx(0.6));
     CHECK(q.document_order);  // inherited
+    CHECK(q.system_to_front);
+    CHECK_FALSE(d.system_to_front);
     CHECK(q.volatile_presets == d.volatile_presets);
     CHECK(&c.rewrite.for_model("plain") != &d);
     CHECK(c.rewrite.for_model("plain").edits == cfg::edit_mode::reprocess);
@@ -553,6 +556,8 @@ TEST_CASE("config: rewrite is validated strictly") {
     const bad_case cases[] = {
         {head + "  defaults: {}\n", "rewrite.defaults", 5, "unknown key; expected one of: memory, default, models"},
         {head + "  default:\n    volatile:\n      presets: [date]\n", "rewrite.default.volatile", 6, "unknown key"},
+        {head + "  default:\n    system_messages: first\n", "rewrite.default.system_messages", 6,
+         "expected keep or front, found \"first\""},
         {head + "  default:\n    volatile_lines:\n      presets: [date, weekday]\n",
          "rewrite.default.volatile_lines.presets[1]", 7, "unknown preset; expected one of: date, time"},
         {head + "  default:\n    volatile_lines:\n      patterns: ['(unclosed']\n",

@@ -482,3 +482,72 @@ TEST_CASE("rewrite: odd shapes are left alone, never thrown on") {
         CHECK_NOTHROW(send(rules, mem, b));
     }
 }
+
+TEST_CASE("rewrite: system messages after the first user turn move to the front, in order") {
+    cfg::rewrite_rules settings;
+    settings.system_to_front = true;
+    const rw::compiled_rules rules(settings);
+    rw::memory mem(1 << 20);
+    const json body = chat({msg("system", "tools"), msg("user", "reminder\nquestion"),
+                            msg("system", "agents"), msg("assistant", "a"),
+                            msg("developer", "late"), msg("user", "next")});
+    const auto r = send(rules, mem, body);
+    CHECK(r.applied == std::vector<std::string>{"system_to_front=2"});
+    CHECK(r.body["messages"] == json::array({msg("system", "tools"), msg("system", "agents"),
+                                             msg("developer", "late"),
+                                             msg("user", "reminder\nquestion"),
+                                             msg("assistant", "a"), msg("user", "next")}));
+    // Nothing late: nothing applied; off: nothing moves.
+    CHECK_FALSE(send(rules, mem, chat({msg("system", "s"), msg("user", "q")})).changed());
+    const rw::compiled_rules off{cfg::rewrite_rules{}};
+    CHECK_FALSE(off.any());
+    CHECK(rules.any());
+    CHECK_FALSE(rw::rewrite_chat(off, mem, body).changed());
+}
+
+TEST_CASE("rewrite: Anthropic Messages bodies go through the same rules and back") {
+    cfg::rewrite_rules settings = volatile_rules();
+    settings.system_to_front = true;
+    const rw::compiled_rules rules(settings);
+    rw::memory mem(1 << 20);
+    // A coding agent's shape: system blocks, a dated reminder with the question, then a long
+    // system-role message after the first user turn.
+    const json body = {
+        {"model", "m"},
+        {"max_tokens", 100},
+        {"system", json::array({part("x-anthropic-billing-header: cc=1; cch=abcde;"),
+                                part("You are an agent.\nCurrent date: 2026-12-01\nBe careful.")})},
+        {"messages", json::array({msg("user", json::array({part("<system-reminder>today</system-reminder>"),
+                                                          part("Fix the bug.")})),
+                                  msg("system", "Agents: a, b, c."),
+                                  msg("user", json::array({{{"type", "tool_result"},
+                                                            {"tool_use_id", "t1"},
+                                                            {"content", "ok"}}}))})}};
+    const auto chat_form = rw::messages_to_chat(body);
+    CHECK_FALSE(chat_form.contains("system"));
+    CHECK(chat_form["messages"][0] == msg("system", body["system"]));
+    CHECK(chat_form["messages"].size() == 4);
+
+    auto r = send(rules, mem, chat_form);
+    CHECK(r.applied == std::vector<std::string>{"system_to_front=1", "volatile_lines=1"});
+    const json back = rw::chat_to_messages(r.body);
+    CHECK(back["model"] == "m");
+    CHECK(back["max_tokens"] == 100);
+    CHECK(back["system"] == json::array({part("x-anthropic-billing-header: cc=1; cch=abcde;"),
+                                         part("You are an agent.\nBe careful."),
+                                         part("\n\nAgents: a, b, c.")}));
+    REQUIRE(back["messages"].size() == 2);
+    CHECK(back["messages"][0] == body["messages"][0]);
+    // The moved date goes to the final user turn, before its tool result.
+    const auto& last = back["messages"][1]["content"];
+    REQUIRE(last.size() == 2);
+    CHECK(last[0]["type"] == "text");
+    CHECK(last[0]["text"].get<std::string>().find("Current date: 2026-12-01") != std::string::npos);
+    CHECK(last[1]["type"] == "tool_result");
+
+    // A string system stays a string; a body without one gets none.
+    const json plain = {{"system", "S"}, {"messages", json::array({msg("user", "q")})}};
+    CHECK(rw::chat_to_messages(rw::messages_to_chat(plain)) == plain);
+    const json none = {{"messages", json::array({msg("user", "q")})}};
+    CHECK(rw::chat_to_messages(rw::messages_to_chat(none)) == none);
+}
