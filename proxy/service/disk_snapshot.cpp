@@ -32,6 +32,28 @@ awaitable<bool> slot_holds(upstream::pool& pool, const config::backend& b, int s
 
 }  // namespace
 
+// The priming left context checkpoints near the prefix's end (at n-4 and n-4-n_ubatch). On a
+// hybrid model they would later push out the checkpoint llama-server makes where the request's
+// last user message starts (one closer than --checkpoint-min-step to an earlier checkpoint is
+// dropped), so the next question on the same prefix would roll back n_ubatch tokens further
+// than without warmslot. Restoring the file just written leaves the slot holding exactly the
+// prefix and no checkpoints (llama-server.md section 4), as a restore from disk does.
+awaitable<void> disk_tier::drop_checkpoints(upstream::pool& pool, const config::backend& b,
+                                            routing::ticket& t, std::string file,
+                                            std::uint64_t tokens) {
+    const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
+    const json request = {{"filename", file}};
+    const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
+                                           save_timeout);
+    const json reply = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
+    if (!reply.is_object() || reply.value("n_restored", std::uint64_t{0}) != tokens) {
+        // A failed restore wipes the slot: the request then computes its whole prompt.
+        log()->warn("reloading {} into {} slot {} failed ({}): the slot is empty", file, b.name,
+                    *t.p.slot, r.ec ? r.ec.message() : std::to_string(r.status));
+        reg_.set_held(t, {}, 0);
+    }
+}
+
 awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket& t,
                                            const prefix& p) {
     disk_action a;
@@ -97,6 +119,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         a.what = disk_action::kind::snapshotted;
         a.tokens = s.tokens;
         a.key = p.key;
+        co_await drop_checkpoints(pool, b, t, file, s.tokens);
     } else {
         log()->warn("saving slot {} of {} failed ({}): going on without a snapshot", *t.p.slot,
                     b.name, saved.ec ? saved.ec.message() : std::to_string(saved.status));

@@ -100,6 +100,8 @@ private:
     awaitable<disk_action> restore(upstream::pool& pool, routing::ticket& t, const prefix& p,
                                    const cache::snapshot& s);
     awaitable<disk_action> snapshot(upstream::pool& pool, routing::ticket& t, const prefix& p);
+    awaitable<void> drop_checkpoints(upstream::pool& pool, const config::backend& b,
+                                     routing::ticket& t, std::string file, std::uint64_t tokens);
     awaitable<std::optional<std::vector<int>>> prefix_tokens(upstream::pool& pool, int backend,
                                                              const nlohmann::json& messages,
                                                              const nlohmann::json& body);
