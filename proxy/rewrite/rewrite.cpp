@@ -141,13 +141,10 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
     return r;
 }
 
-std::optional<result> rewriter::apply(const json& body) const {
+std::optional<result> rewriter::apply(const json& body, std::string_view model) const {
     if (!active_.load()) return std::nullopt;  // the default: every rule off
     if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array())
         return std::nullopt;
-    const auto model = body.contains("model") && body["model"].is_string()
-                           ? body["model"].get<std::string>()
-                           : std::string();
     const auto book = rules();
     const auto* rules = book->for_model(model);
     if (rules == nullptr) return std::nullopt;

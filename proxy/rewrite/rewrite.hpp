@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rewrite/memory.hpp"
@@ -41,6 +42,11 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const nlohma
 // message after the first starting with a blank line, since llama-server joins the blocks).
 nlohmann::json messages_to_chat(const nlohmann::json& body);
 nlohmann::json chat_to_messages(nlohmann::json chat);
+// OpenAI Responses bodies too: "instructions" becomes a leading system message and "input" (a
+// string, or items) messages; back, the leading system messages after the instructions join
+// them (separated by a blank line). `original` is the body as the client sent it.
+nlohmann::json responses_to_chat(const nlohmann::json& body);
+nlohmann::json chat_to_responses(nlohmann::json chat, const nlohmann::json& original);
 
 // The X-Warmslot-Rewrites value: the applied rules joined with ", ", or "none".
 std::string describe(const std::vector<std::string>& applied);
@@ -60,8 +66,9 @@ class rewriter {
         active_ = next->any();
         rules_ = std::move(next);
     }
-    // std::nullopt when no rule is on for the body's "model" or it is not a chat body.
-    std::optional<result> apply(const nlohmann::json& body) const;
+    // std::nullopt when no rule is on for `model` (the request's "model", as the request path
+    // classified it) or `body` is not a chat body.
+    std::optional<result> apply(const nlohmann::json& body, std::string_view model) const;
     // After the rewritten request succeeded: the server now holds what was sent.
     void remember(const result& r) { memory_.remember(r.update); }
     const memory& remembered() const { return memory_; }

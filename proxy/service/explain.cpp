@@ -19,9 +19,10 @@ std::shared_ptr<spdlog::logger> log() {
 // The rules never fail a request: a rule that throws (a regex over its complexity limit) leaves
 // the body as the client sent it.
 std::optional<rewrite::result> try_apply(const rewrite::rewriter& r, const nlohmann::json& body,
-                                         const std::string& request_id, bool& failed) {
+                                         const outcome& out, const std::string& request_id,
+                                         bool& failed) {
     try {
-        return r.apply(body);
+        return r.apply(body, out.cls.model);
     } catch (const std::exception& e) {
         log()->warn("req={} rewrite skipped: {}", request_id, e.what());
         failed = true;
@@ -33,20 +34,30 @@ std::optional<rewrite::result> try_apply(const rewrite::rewriter& r, const nlohm
 
 // The rewritten body replaces the client's, so the fingerprint, the plan, the disk tier and the
 // backend all see the request as it is sent.
-// Chat bodies, and Anthropic Messages bodies through their chat form (rewrite/shapes.cpp).
+// Chat bodies, and Messages and Responses bodies through their chat form (rewrite/shapes.cpp).
 std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& ex,
                                                         nlohmann::json& body, outcome& out) {
     const auto shape = out.cls.ep.shape;
-    if (shape != api::api_shape::chat && shape != api::api_shape::messages) return std::nullopt;
-    const bool messages = shape == api::api_shape::messages;
     bool failed = false;
-    auto r = messages ? try_apply(rewriter_, rewrite::messages_to_chat(body), ex.id, failed)
-                      : try_apply(rewriter_, body, ex.id, failed);
+    std::optional<rewrite::result> r;
+    switch (shape) {
+        case api::api_shape::chat: r = try_apply(rewriter_, body, out, ex.id, failed); break;
+        case api::api_shape::messages:
+            r = try_apply(rewriter_, rewrite::messages_to_chat(body), out, ex.id, failed);
+            break;
+        case api::api_shape::responses:
+            r = try_apply(rewriter_, rewrite::responses_to_chat(body), out, ex.id, failed);
+            break;
+        case api::api_shape::completion:
+        case api::api_shape::none: return std::nullopt;
+    }
     if (failed) out.rewrites = "skipped";
     if (!r) return std::nullopt;
     out.rewrites = rewrite::describe(r->applied);
     if (r->changed()) {
-        body = messages ? rewrite::chat_to_messages(std::move(r->body)) : std::move(r->body);
+        if (shape == api::api_shape::messages) body = rewrite::chat_to_messages(std::move(r->body));
+        else if (shape == api::api_shape::responses) body = rewrite::chat_to_responses(std::move(r->body), body);
+        else body = std::move(r->body);
         ex.request.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
     r->body = nullptr;  // only the memory update is kept until the answer
@@ -58,7 +69,7 @@ awaitable<void> pipeline::explain(http_server::exchange& ex, outcome& out, nlohm
     nlohmann::json report = nlohmann::json::object();
     nlohmann::json rewrites = nullptr;  // null: no rule is on for this model
     bool failed = false;
-    if (auto r = try_apply(rewriter_, body, ex.id, failed)) {
+    if (auto r = try_apply(rewriter_, body, out, ex.id, failed)) {
         rewrites = r->applied;
         report["x_warmslot_rewrites"] = rewrite::describe(r->applied);
         body = std::move(r->body);

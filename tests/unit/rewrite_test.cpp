@@ -424,14 +424,14 @@ TEST_CASE("rewrite: rules per model and bodies that are not chats") {
         return json{{"model", model},
                     {"messages", {msg("system", "Current time: 12:00"), msg("user", "Q")}}};
     };
-    CHECK_FALSE(r.apply(body("other")).has_value());  // defaults: every rule off
-    const auto out = r.apply(body("dated"));
+    CHECK_FALSE(r.apply(body("other"), "other").has_value());  // defaults: every rule off
+    const auto out = r.apply(body("dated"), "dated");
     REQUIRE(out.has_value());
     CHECK(rw::describe(out->applied) == "volatile_lines=1");
-    CHECK_FALSE(r.apply(json{{"model", "dated"}, {"prompt", "Current time: 12:00"}}).has_value());
-    CHECK(
-        rw::describe(r.apply(json{{"model", "dated"}, {"messages", json::array({"not an object"})}})
-                         ->applied) == "none");
+    CHECK_FALSE(r.apply(json{{"model", "dated"}, {"prompt", "Current time: 12:00"}}, "dated").has_value());
+    CHECK(rw::describe(
+              r.apply(json{{"model", "dated"}, {"messages", json::array({"not an object"})}}, "dated")
+                  ->applied) == "none");
 }
 
 TEST_CASE("rewrite: a revision note stays with the turn that first carried it") {
@@ -550,4 +550,51 @@ TEST_CASE("rewrite: Anthropic Messages bodies go through the same rules and back
     CHECK(rw::chat_to_messages(rw::messages_to_chat(plain)) == plain);
     const json none = {{"messages", json::array({msg("user", "q")})}};
     CHECK(rw::chat_to_messages(rw::messages_to_chat(none)) == none);
+}
+
+TEST_CASE("rewrite: OpenAI Responses bodies go through the same rules and back") {
+    cfg::rewrite_rules settings = volatile_rules();
+    settings.system_to_front = true;
+    const rw::compiled_rules rules(settings);
+    rw::memory mem(1 << 20);
+    // A string input: the dated line moves from the instructions into it.
+    const json plain = {{"model", "m"},
+                        {"instructions", "Be exact.\nCurrent date: 2026-12-01\nCite lines."},
+                        {"input", "Which line?"},
+                        {"max_output_tokens", 9}};
+    auto r = send(rules, mem, rw::responses_to_chat(plain));
+    CHECK(r.applied == std::vector<std::string>{"volatile_lines=1"});
+    json back = rw::chat_to_responses(r.body, plain);
+    CHECK(back["instructions"] == "Be exact.\nCite lines.");
+    REQUIRE(back["input"].is_string());
+    CHECK(back["input"].get<std::string>().find("Current date: 2026-12-01") != std::string::npos);
+    CHECK(back["input"].get<std::string>().ends_with("Which line?"));
+    CHECK(back["max_output_tokens"] == 9);
+
+    // Items: a late system item joins the instructions; input_text and output_text parts keep
+    // their types; a function call rides along untouched.
+    const json items = json::parse(R"({
+      "model": "m", "instructions": "Sys.",
+      "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "first"}]},
+        {"role": "system", "content": "Tools: a, b."},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "done"},
+        {"role": "user", "content": [{"type": "input_text", "text": "next"}]}
+      ]})");
+    r = send(rules, mem, rw::responses_to_chat(items));
+    CHECK(r.applied == std::vector<std::string>{"system_to_front=1"});
+    back = rw::chat_to_responses(r.body, items);
+    CHECK(back["instructions"] == "Sys.\n\nTools: a, b.");
+    json expected = items["input"];
+    expected.erase(1);
+    CHECK(back["input"] == expected);
+    CHECK_FALSE(back.contains("messages"));
+
+    // Without instructions, leading system items stay items.
+    const json no_instructions = json::parse(R"({"input": [{"role": "system", "content": "S"},
+                                                           {"role": "user", "content": "q"}]})");
+    CHECK(rw::chat_to_responses(rw::responses_to_chat(no_instructions), no_instructions) ==
+          no_instructions);
 }
