@@ -5,7 +5,7 @@
 //   node tests/bench/routing.mjs [--workload NAME]... [--preset tiny|bench] [--arch llama|qwen35]
 //                                [--write-doc] [--out DIR] [--extra-configs] [--warmslot-runs N]
 //
-//   --workload  interleaved | docqa | replicas | restart (repeatable or comma-separated;
+//   --workload  interleaved | docqa | replicas | restart | agent (repeatable or comma-separated;
 //               default: all)
 //   --preset    tiny (default; all workloads in a few minutes on 2 cores) | bench (the larger
 //               model, ~220 prompt tokens/s on 2 cores: smaller workloads, run one at a time)
@@ -28,7 +28,8 @@ import { getJson, modelPath, postJson, startLlama } from '../integration/lib/lla
 import { repoRoot, sleep, tempDir, waitFor } from '../integration/lib/procs.mjs';
 import { startWarmslot, warmslotBin } from '../integration/lib/warmslot.mjs';
 import { lowerBound, percentile, promptTokensTotal, streamChat } from './lib/client.mjs';
-import { buildWorkload, workloadNames } from './lib/workloads.mjs';
+import { allWorkloadNames, buildWorkload } from './lib/workloads.mjs';
+import { agentReport, buildAgentWorkload, runAgentConfig } from './lib/agent.mjs';
 import { writeDoc } from './lib/doc.mjs';
 
 function usage(code) {
@@ -59,9 +60,9 @@ function parseArgs(argv) {
     else if (a === '-h' || a === '--help') usage(0);
     else { console.error(`routing.mjs: unknown argument ${a}`); usage(2); }
   }
-  if (!o.workloads.length) o.workloads = [...workloadNames];
+  if (!o.workloads.length) o.workloads = [...allWorkloadNames];
   for (const w of o.workloads) {
-    if (!workloadNames.includes(w)) { console.error(`routing.mjs: unknown workload ${w}`); usage(2); }
+    if (!allWorkloadNames.includes(w)) { console.error(`routing.mjs: unknown workload ${w}`); usage(2); }
   }
   if (!['tiny', 'bench'].includes(o.preset)) { console.error(`routing.mjs: unknown preset ${o.preset}`); usage(2); }
   if (!['llama', 'qwen35'].includes(o.arch)) { console.error(`routing.mjs: unknown arch ${o.arch}`); usage(2); }
@@ -292,7 +293,8 @@ async function main() {
     commit = git('rev-parse', '--short', 'HEAD') + (git('status', '--porcelain', '--', 'proxy') ? ' with local changes in proxy/' : '');
   } catch { /* not a git checkout */ }
   say(`warmslot: ${bin} (sha256 ${binSha}), sources at ${commit}`);
-  const workloads = opts.workloads.map((w) => buildWorkload(w, opts.preset, { extraConfigs: opts.extraConfigs }));
+  const workloads = opts.workloads.filter((w) => w !== 'agent')
+    .map((w) => buildWorkload(w, opts.preset, { extraConfigs: opts.extraConfigs }));
 
   say('computing the lower bounds on a tokenizer-only server');
   const bounds = {};
@@ -364,12 +366,30 @@ async function main() {
     }, null, 1));
     say(`details: ${detail}`);
   }
+  if (opts.workloads.includes('agent')) sections.push(await agentSection(opts, model, ctx));
   if (opts.writeDoc) {
     const file = path.join(repoRoot, 'docs/benchmarks.md');
     writeDoc(file, sections, ctx);
     say(`updated ${file}`);
   }
   say('done');
+}
+
+// The coding-agent workload: its own sequence (sessions over /v1/messages, a restart), each
+// configuration once on fresh processes.
+async function agentSection(opts, model, ctx) {
+  const w = buildAgentWorkload(opts.preset);
+  const results = [];
+  const loads = [];
+  for (const config of w.configs) {
+    say(`agent: ${config.label.replace(/\*\*/g, '')}`);
+    loads.push(os.loadavg()[0]);
+    results.push(await runAgentConfig(opts, model, w, config, say));
+    loads.push(os.loadavg()[0]);
+  }
+  const text = agentReport(w, results, ctx);
+  process.stdout.write(`${text}\n`);
+  return { key: `${opts.arch}-${opts.preset}-agent`, text, load: [Math.min(...loads), Math.max(...loads)] };
 }
 
 main().catch((e) => {

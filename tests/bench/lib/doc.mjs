@@ -3,7 +3,7 @@
 // Each table is its own block keyed by arch, preset and workload, so a run of one workload
 // replaces that table only.
 import fs from 'node:fs';
-import { workloadNames } from './workloads.mjs';
+import { allWorkloadNames } from './workloads.mjs';
 
 const begin = '<!-- routing:begin -->';
 const end = '<!-- routing:end -->';
@@ -15,7 +15,7 @@ What warmslot's routing saves on real llama-server processes, compared with llam
 under several cache settings. Reproduce with
 
 \`\`\`
-node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart] [--preset tiny|bench] [--arch llama|qwen35] [--write-doc]
+node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent] [--preset tiny|bench] [--arch llama|qwen35] [--write-doc]
 \`\`\`
 
 \`WARMSLOT_BIN\` points at the warmslot binary to measure (the run copies it first, so a rebuild
@@ -79,6 +79,15 @@ each table gives the load average seen during its run.
   \`llama\` and the hybrid \`qwen35\` model (\`--arch qwen35\`); warmslot runs it with
   \`cache.min_prefix_tokens: 512\` because the bench preset's documents are shorter than the
   default threshold.
+- **Coding-agent workload** (\`agent\`): sessions of a coding agent sent to \`/v1/messages\` as
+  such agents send them (system blocks with a per-request billing line, a tool list, a dated
+  reminder and the question in the first user message, a long system-role agent list after it,
+  then tool round trips); three sessions, a llama-server restart, a fourth session. warmslot runs
+  with its default configuration and with the coding-agent rules of the README
+  (\`system_messages: front\`, dated system lines moved). Its **targets**: with the rules, a new
+  session's first call and the first call after the restart compute at most 10% of their prompt;
+  without them, no session computes more than with llama-server alone. The generated models'
+  ChatML template does not render tools, so the tool list changes the request but not the prompt.
 - **Presets**: \`tiny\` (default) runs the first three workloads in about 3 minutes on a lightly loaded
   2-core machine (11 minutes were measured while builds shared the cores). \`bench\`
   uses the larger generated model, which prefills only about 220 to 270 tokens/s on 2 cores, so
@@ -89,7 +98,7 @@ each table gives the load average seen during its run.
 
 function order(key) {
   const [arch, preset, workload] = key.split('-');
-  return [arch === 'llama' ? 0 : 1, preset === 'tiny' ? 0 : 1, workloadNames.indexOf(workload)];
+  return [arch === 'llama' ? 0 : 1, preset === 'tiny' ? 0 : 1, allWorkloadNames.indexOf(workload)];
 }
 
 function compare(a, b) {
