@@ -1,6 +1,7 @@
 // deploy/cluster/cluster.sh: two warmslot hosts in network namespaces behind HAProxy. A document's
-// questions stay on one host; when that host's llama-server dies, its documents move to the other
-// host; the script removes its namespaces and processes on SIGTERM and on SIGINT.
+// questions stay on one host; when that host's llama-server dies, the answer it was streaming ends
+// with an SSE error event and its documents move to the other host; the script removes its
+// namespaces and processes on SIGTERM and on SIGINT.
 // Needs root and haproxy (deploy/install-deps.sh); WARMSLOT_SKIP_CLUSTER=1 skips it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -57,8 +58,18 @@ test('affinity keeps a document on one host; a dead host\'s documents move; SIGT
       assert.equal(r.host, h);
       assert.ok(r.timings.cache_n > 1000, `the second question reused the document: ${JSON.stringify(r.timings)}`);
     }
+    // A long answer streams from h2 when its llama-server dies: it ends with an SSE error event.
     const h2 = info.hosts.find((h) => h.name === 'h2');
+    let streaming;
+    const started = new Promise((resolve) => { streaming = resolve; });
+    const long = streamOnce(info.balancer, { ...on.h2, question: 'A long story?' }, { max_tokens: 5000, ignore_eos: true },
+      (n) => { if (n === 20) streaming(); });
+    await Promise.race([started, long]);
     process.kill(h2.llama_pid, 'SIGKILL');
+    const cut = await long;
+    assert.equal(cut.status, 200);
+    assert.equal(cut.host, 'h2');
+    assert.match(cut.error ?? '', /backend failed during the stream/, JSON.stringify(cut));
     await waitFor('HAProxy to see h2 down', async () => (await balancerStatus(info)).h2?.startsWith('DOWN'), 20000, 100);
     const moved = await streamOnce(info.balancer, { ...on.h2, question: 'Third question?' });
     assert.ok(moved.ok, JSON.stringify(moved));

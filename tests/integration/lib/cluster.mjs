@@ -77,8 +77,8 @@ export async function balancerStatus(info) {
 
 // One streamed chat request. Never throws for what the server did: returns { status, host, ok,
 // error (an SSE error event or the HTTP error body), events, timings, ttft, total, sentAt }.
-// `onContent` is called once, at the first event that carries text.
-export async function streamOnce(url, request, extra = {}, onContent = null) {
+// `onEvent(n)` is called at every SSE data event with the count so far.
+export async function streamOnce(url, request, extra = {}, onEvent = null) {
   const body = JSON.stringify(chat(request.system, request.question, { stream: true, ...extra }));
   const sentAt = performance.now();
   const out = { status: 0, host: null, ok: false, error: null, events: 0, timings: null, done: false,
@@ -93,15 +93,12 @@ export async function streamOnce(url, request, extra = {}, onContent = null) {
       out.error = (await res.text()).slice(0, 300);
     } else {
       await readSse(res, (data) => {
-        out.events++;
+        onEvent?.(++out.events);
         if (data === '[DONE]') { out.done = true; return; }
         const ev = JSON.parse(data);
         if (ev.error) { out.error = JSON.stringify(ev.error).slice(0, 300); return; }
         const delta = ev.choices?.[0]?.delta;
-        if (out.ttft === null && (delta?.content || delta?.reasoning_content)) {
-          out.ttft = performance.now() - sentAt;
-          onContent?.();
-        }
+        if (out.ttft === null && (delta?.content || delta?.reasoning_content)) out.ttft = performance.now() - sentAt;
         if (ev.timings) out.timings = ev.timings;
       });
     }
