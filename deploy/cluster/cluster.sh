@@ -34,7 +34,7 @@ root=$(cd "$here/../.." && pwd)
 
 hosts=2 balance=hash port=8090 slots=4 ctx=16384 threads=1 llama_args="" disk=0 duration=3600
 model=""
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while (($#)); do
   case "$1" in
     --hosts) hosts=$2; shift 2 ;;
@@ -76,7 +76,8 @@ done
 dir=$(mktemp -d /tmp/warmslot-cluster-XXXXXX)
 made_ns=()
 pids=()
-log() { echo "cluster.sh: $*" >&2; }
+exec 4>&2  # stderr, also for messages from checks whose own output is discarded
+log() { echo "cluster.sh: $*" >&4; }
 
 # Stops what this script started, then deletes its namespaces (and so their veth pairs). Any
 # process still inside one of them was started from here (llama-server, warmslot).
@@ -181,7 +182,10 @@ pids+=("$haproxy_pid")
 stats="http://127.0.0.1:$port/balancer/stats;csv"
 # Ready when every host passed its health checks.
 up_count() { curl -sf "$stats" | awk -F, '$1 == "warmslot_hosts" && $2 ~ /^h[0-9]$/ && $18 == "UP"' | wc -l; }
-all_up() { [ "$(up_count)" -eq "$hosts" ]; }
+all_up() {
+  kill -0 "$haproxy_pid" 2>/dev/null || { log "haproxy exited, see $dir/haproxy.log"; exit 1; }
+  [ "$(up_count)" -eq "$hosts" ]
+}
 wait_until 30 all_up ||
   { log "HAProxy did not see the hosts up, see $dir/haproxy.log"; exit 1; }
 

@@ -103,19 +103,21 @@ export function failoverLines(f, fmtInt, fmtMs) {
     (sse ? `an SSE error event after ${f.inflight.events - 1} events: \`${f.inflight.error}\`` : `status ${f.inflight.status}, ${f.inflight.error ?? 'no error'}`));
   lines.push(`- HAProxy saw h2 down ${f.downAfter === null ? 'never (within 30 s)' : `${fmtMs(f.downAfter)} after the kill`} ` +
     '(`/health` checked every second, down after 2 failures).');
-  lines.push(`- ${beforeDown.length} requests were sent before that: ${beforeDown.filter((r) => r.ok).length} succeeded ` +
-    `(HAProxy retried ${f.retries} attempts and redispatched ${f.redispatches} to h1).`);
+  lines.push(`- sent before that: ${beforeDown.length} request(s), ${beforeDown.filter((r) => r.ok).length} succeeded ` +
+    `(HAProxy retried ${f.retries} attempt(s), ${f.redispatches} of them on h1).`);
   check(afterDown.length > 0 && afterDown.every((r) => r.ok && r.host === 'h1'),
     `every request sent after HAProxy saw h2 down succeeded on h1: ${afterDown.filter((r) => r.ok && r.host === 'h1').length} of ${afterDown.length}`);
   lines.push(`- errors after the kill: ${failed.length} of ${n}${failed.length ? ` (${failed.map((r) => `${r.status} ${r.error}`).join('; ')})` : ''}.`);
-  const firsts = f.deadKeys.map((k) => dead.find((r) => r.key === k)).filter(Boolean);
+  const firsts = f.deadKeys.map((k) => dead.find((r) => r.key === k)).filter(Boolean)
+    .sort((a, b) => a.sentAfter - b.sentAfter);
   const laters = dead.filter((r) => !firsts.includes(r) && r.ok);
   const ttft = (list) => (list.length ? fmtMs(list.map((r) => r.ttft ?? r.total).sort((a, b) => a - b)[Math.floor((list.length - 1) / 2)]) : 'n/a');
   if (firsts.length) {
-    lines.push(`- recovery: the first request for an h2 document was sent ${fmtMs(firsts[0].sentAfter)} after the kill and ` +
-      `answered by ${firsts[0].host ?? 'nobody'} with its first token after ${fmtMs(firsts[0].ttft ?? firsts[0].total)}; ` +
-      `first request per h2 document, median time to first token ${ttft(firsts)} (document recomputed on h1), ` +
-      `later ones ${ttft(laters)}.`);
+    const first = firsts[0];
+    lines.push(`- recovery: the first request for an h2 document was sent ${fmtMs(first.sentAfter)} after the kill, ` +
+      `${first.ok ? `answered by ${first.host}` : `failed (${first.status} ${first.error})`}, its first token ` +
+      `${fmtMs(first.sentAfter + (first.ttft ?? first.total))} after the kill; for the first request on each h2 document ` +
+      `the median time to first token was ${ttft(firsts)} (the document computed on h1), for the later ones ${ttft(laters)}.`);
   }
   const recomputed = f.survivorTokens - f.questionsBound;
   const over = (list) => list.reduce((a, r) => a + (r.processed ?? 0) - r.bound, 0);
