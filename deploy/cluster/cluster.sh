@@ -27,7 +27,7 @@
 # namespaces and process ids. The script then waits until SIGINT or SIGTERM, until --duration
 # passes or until the process that started it is gone, and then stops every process it started
 # and deletes every namespace it made (also when start-up fails). Logs stay in the printed
-# directory; the slot files are removed.
+# directory; the slot files are removed. Only SIGKILL leaves them behind; a later run names them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -68,7 +68,9 @@ namespaces=(wsc-lb)
 for ((i = 1; i <= hosts; i++)); do namespaces+=("wsc-h$i"); done
 for ns in "${namespaces[@]}"; do
   if ip netns list | grep -qw "$ns"; then
-    echo "cluster.sh: namespace $ns exists already (another cluster running?); not touching it" >&2
+    echo "cluster.sh: namespace $ns exists already (another cluster running, or one killed with" \
+      "SIGKILL, which no trap sees); not touching it. To remove a dead one:" \
+      "ip netns pids $ns | xargs -r kill; ip netns del $ns" >&2
     exit 1
   fi
 done
@@ -106,6 +108,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Whether process $1 runs (a child that exited stays a zombie until it is waited for).
+running() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]; }
+
 # Waits until `$@` succeeds, at most $1 seconds (the command follows).
 wait_until() {
   local limit=$1; shift
@@ -116,7 +121,7 @@ wait_until() {
   done
 }
 
-routing() { ip netns exec wsc-lb curl -sf "http://10.200.$1.2:8080/health" | grep '"routing":true' >/dev/null; }
+routing() { ip netns exec wsc-lb curl -sf --max-time 5 "http://10.200.$1.2:8080/health" | grep '"routing":true' >/dev/null; }
 
 ip netns add wsc-lb
 made_ns+=(wsc-lb)
@@ -163,7 +168,7 @@ for ((i = 1; i <= hosts; i++)); do
 done
 
 for ((i = 1; i <= hosts; i++)); do
-  wait_until 180 ip netns exec "wsc-h$i" curl -sf http://127.0.0.1:8081/health ||
+  wait_until 180 ip netns exec "wsc-h$i" curl -sf --max-time 5 http://127.0.0.1:8081/health ||
     { log "llama-server on h$i did not start, see $dir/h$i/llama-server.log"; exit 1; }
   # Through the veth pair, as the balancer will reach it; ready once warmslot has probed its
   # llama-server and routes to its slots.
@@ -181,9 +186,9 @@ haproxy_pid=$!
 pids+=("$haproxy_pid")
 stats="http://127.0.0.1:$port/balancer/stats;csv"
 # Ready when every host passed its health checks.
-up_count() { curl -sf "$stats" | awk -F, '$1 == "warmslot_hosts" && $2 ~ /^h[0-9]$/ && $18 == "UP"' | wc -l; }
+up_count() { curl -sf --max-time 5 "$stats" | awk -F, '$1 == "warmslot_hosts" && $2 ~ /^h[0-9]$/ && $18 == "UP"' | wc -l; }
 all_up() {
-  kill -0 "$haproxy_pid" 2>/dev/null || { log "haproxy exited, see $dir/haproxy.log"; exit 1; }
+  running "$haproxy_pid" || { log "haproxy exited, see $dir/haproxy.log"; exit 1; }
   [ "$(up_count)" -eq "$hosts" ]
 }
 wait_until 30 all_up ||
