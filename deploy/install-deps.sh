@@ -8,7 +8,9 @@ packages=(
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev libmimalloc-dev
   nginx-light sqlite3
+  haproxy iproute2
 )
+# haproxy and iproute2 (ip netns): the multi-host setup in deploy/cluster/ and its test.
 # The pinned llama-server and the openai client tests come from npm.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 

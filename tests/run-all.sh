@@ -5,6 +5,8 @@
 #   llama-server (about 6-10 minutes on 2 cores); later runs reuse it from the cache.
 #   warmslot.exe is cross-built for Windows and smoke-tested under wine (windows.test.mjs);
 #   WARMSLOT_SKIP_WINDOWS=1 skips that build (the test then reports itself skipped).
+#   cluster.test.mjs starts deploy/cluster/cluster.sh (network namespaces and HAProxy: needs root,
+#   about 15 s); WARMSLOT_SKIP_CLUSTER=1 skips it, as does a run without root or haproxy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

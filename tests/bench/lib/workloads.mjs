@@ -54,10 +54,12 @@ function shuffle(list, r) {
   return list;
 }
 
-function docRequests(r, docs, questions) {
+// `questions` questions on each of `docs` (system prompts), shuffled with `r`; `first` numbers
+// the first question (so that a later batch asks new ones).
+export function docRequests(r, docs, questions, first = 0) {
   const list = [];
   docs.forEach((system, d) => {
-    for (let q = 0; q < questions; q++) {
+    for (let q = first; q < first + questions; q++) {
       const question = `Question ${q + 1} on document ${d + 1}: ${asks[Math.floor(r() * asks.length)]} ` +
         `${topics[Math.floor(r() * topics.length)]}?`;
       list.push({ kind: 'doc', key: `doc${d + 1}`, system, question });

@@ -1,0 +1,92 @@
+// deploy/cluster/cluster.sh: two warmslot hosts in network namespaces behind HAProxy. A document's
+// questions stay on one host; when that host's llama-server dies, the answer it was streaming ends
+// with an SSE error event and its documents move to the other host; the script removes its
+// namespaces and processes on SIGTERM and on SIGINT.
+// Needs root and haproxy (deploy/install-deps.sh); WARMSLOT_SKIP_CLUSTER=1 skips it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { freePort, tempDir, waitFor } from './lib/procs.mjs';
+import { makeDocument } from './lib/text.mjs';
+import { balancerStatus, startCluster, streamOnce } from './lib/cluster.mjs';
+
+const haveHaproxy = () => {
+  try { execFileSync('haproxy', ['-v'], { stdio: 'ignore' }); return true; } catch { return false; }
+};
+const skip = process.env.WARMSLOT_SKIP_CLUSTER === '1' ? 'WARMSLOT_SKIP_CLUSTER=1'
+  : process.getuid?.() !== 0 ? 'needs root (network namespaces)'
+    : !haveHaproxy() ? 'no haproxy (deploy/install-deps.sh)' : false;
+
+const namespaces = () => execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' })
+  .split('\n').map((l) => l.split(' ')[0]).filter((n) => n.startsWith('wsc-'));
+const alive = (pid) => {
+  try { process.kill(pid, 0); } catch { return false; }
+  try { return !/^\d+ \(.*\) Z/s.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
+};
+const pidsOf = (info) => [info.haproxy_pid, ...info.hosts.flatMap((h) => [h.llama_pid, h.warmslot_pid])];
+
+async function start(dir, extra = []) {
+  return startCluster(['--port', String(await freePort()), '--slots', '3', '--ctx', '8192', '--duration', '300', ...extra],
+    { logFile: path.join(dir, 'cluster.log'), timeoutMs: 180000 });
+}
+
+async function assertGone(info) {
+  await waitFor('the cluster\'s processes to end', () => pidsOf(info).every((p) => !alive(p)), 15000, 100);
+  assert.deepEqual(namespaces(), []);
+}
+
+test('affinity keeps a document on one host; a dead host\'s documents move; SIGTERM cleans up', { skip, timeout: 300000 }, async () => {
+  assert.deepEqual(namespaces(), [], 'no wsc-* namespace before the test');
+  const cluster = await start(tempDir('cluster'));
+  const { info } = cluster;
+  try {
+    assert.equal(info.hosts.length, 2);
+    // Documents until one lands on each host; then each is asked again and stays there.
+    const on = {};
+    for (let d = 0; d < 16 && !(on.h1 && on.h2); d++) {
+      const req = { system: makeDocument(500 + d, 1500), question: 'First question?' };
+      const r = await streamOnce(info.balancer, req);
+      assert.ok(r.ok, JSON.stringify(r));
+      on[r.host] ??= req;
+    }
+    assert.ok(on.h1 && on.h2, `documents on both hosts: ${Object.keys(on)}`);
+    for (const h of ['h1', 'h2']) {
+      const r = await streamOnce(info.balancer, { ...on[h], question: 'Second question?' });
+      assert.ok(r.ok, JSON.stringify(r));
+      assert.equal(r.host, h);
+      assert.ok(r.timings.cache_n > 1000, `the second question reused the document: ${JSON.stringify(r.timings)}`);
+    }
+    // A long answer streams from h2 when its llama-server dies: it ends with an SSE error event.
+    const h2 = info.hosts.find((h) => h.name === 'h2');
+    let streaming;
+    const started = new Promise((resolve) => { streaming = resolve; });
+    const long = streamOnce(info.balancer, { ...on.h2, question: 'A long story?' }, { max_tokens: 5000, ignore_eos: true },
+      (n) => { if (n === 20) streaming(); });
+    await Promise.race([started, long]);
+    process.kill(h2.llama_pid, 'SIGKILL');
+    const cut = await long;
+    assert.equal(cut.status, 200);
+    assert.equal(cut.host, 'h2');
+    assert.match(cut.error ?? '', /backend failed during the stream/, JSON.stringify(cut));
+    await waitFor('HAProxy to see h2 down', async () => (await balancerStatus(info)).h2?.startsWith('DOWN'), 20000, 100);
+    const moved = await streamOnce(info.balancer, { ...on.h2, question: 'Third question?' });
+    assert.ok(moved.ok, JSON.stringify(moved));
+    assert.equal(moved.host, 'h1');
+  } finally {
+    const r = await cluster.stop();
+    assert.equal(r.code, 143, `cluster.sh exit: ${JSON.stringify(r)}`);
+  }
+  await assertGone(info);
+});
+
+test('cluster.sh removes its namespaces and processes on SIGINT', { skip, timeout: 240000 }, async () => {
+  const cluster = await start(tempDir('cluster'), ['--hosts', '1']);
+  const { info } = cluster;
+  assert.deepEqual(namespaces().sort(), ['wsc-h1', 'wsc-lb']);
+  process.kill(cluster.pid, 'SIGINT');
+  const r = await cluster.stop();
+  assert.equal(r.code, 130, `cluster.sh exit: ${JSON.stringify(r)}`);
+  await assertGone(info);
+});
