@@ -1,6 +1,6 @@
 # fish completion for warmslot(1). Installed as
 # /usr/share/fish/vendor_completions.d/warmslot.fish.
-set -l commands --config check-config warm --version --help
+set -l commands check-config warm
 complete -c warmslot -f
 complete -c warmslot -n "not __fish_seen_subcommand_from $commands" -a check-config -d 'Check a configuration file and exit'
 complete -c warmslot -n "not __fish_seen_subcommand_from $commands" -a warm -d 'Prefill a system prompt and documents and save them to disk'
