@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package warmslot needs to build, run and test.
+# Installs every Debian 12 package warmslot needs to build, run and test, and to build and
+# test its Debian package (debhelper, go-md2man for the manual page, lintian, mmdebstrap).
 # Safe to run again: apt-get skips what is already there.
 set -euo pipefail
 
@@ -8,6 +9,7 @@ packages=(
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev libmimalloc-dev
   nginx-light sqlite3
+  debhelper dpkg-dev go-md2man lintian mmdebstrap
 )
 # The pinned llama-server and the openai client tests come from npm.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

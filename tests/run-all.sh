@@ -5,6 +5,8 @@
 #   llama-server (about 6-10 minutes on 2 cores); later runs reuse it from the cache.
 #   warmslot.exe is cross-built for Windows and smoke-tested under wine (windows.test.mjs);
 #   WARMSLOT_SKIP_WINDOWS=1 skips that build (the test then reports itself skipped).
+#   Last, the Debian package is built and tested in a clean Debian 12 root
+#   (tests/package/deb-test.sh, as root); WARMSLOT_SKIP_DEB=1 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,3 +24,11 @@ for arch in llama qwen35 gemma2; do bash tests/models/models.sh "$arch" >/dev/nu
 
 ctest --test-dir "$build" --output-on-failure
 WARMSLOT_BIN="$PWD/$build/proxy/warmslot" node --test --test-concurrency=1 tests/integration/
+
+if [ "${WARMSLOT_SKIP_DEB:-0}" != 1 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo bash tests/package/deb-test.sh
+else
+  echo "tests/package/deb-test.sh: skipped (WARMSLOT_SKIP_DEB=1)"
+fi
