@@ -17,12 +17,13 @@ cd "$(dirname "$0")/../.."
 repo=$PWD
 here=$repo/tests/package
 [ "$(id -u)" -eq 0 ] || { echo "deb-test.sh: needs root (mmdebstrap, chroot)" >&2; exit 1; }
-for tool in mmdebstrap lintian dpkg-buildpackage dh curl unshare; do
-  command -v "$tool" >/dev/null || { echo "deb-test.sh: no $tool (bash deploy/install-deps.sh)" >&2; exit 1; }
+for tool in mmdebstrap lintian dpkg-buildpackage dh go-md2man curl unshare; do
+  command -v "$tool" >/dev/null ||
+    { echo "deb-test.sh: no $tool (bash deploy/install-deps.sh installs it)" >&2; exit 1; }
 done
 
 start=$SECONDS
-cache="${WARMSLOT_CACHE:-$HOME/.cache/warmslot}/deb-test"
+cache="${WARMSLOT_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/warmslot}/deb-test"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/warmslot-deb-test.XXXXXX")
 root=$tmp/root
 results=$tmp/results
@@ -38,9 +39,9 @@ step() { printf '[%3ds] %s\n' $((SECONDS - start)) "$*"; }
 fail() { echo "deb-test.sh: $*" >&2; exit 1; }
 
 # in_root CMD...: runs CMD in the root with a clean environment, in new mount and PID namespaces
-# (their /proc mount and every process left over end with them).
+# (their /proc mount and every process left over end with them), for 10 minutes at most.
 in_root() {
-  unshare --mount --propagation private --pid --fork -- /bin/sh -c \
+  timeout --kill-after=10 600 unshare --mount --propagation private --pid --fork -- /bin/sh -c \
     'mount -t proc proc "$0/proc" && exec chroot "$0" /usr/bin/env -i \
        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
        LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive ${http_proxy:+http_proxy=$http_proxy} "$@"' \
@@ -50,7 +51,7 @@ in_root() {
 # stage NAME ARGS...: tests/package/in-root.sh in the root, its results kept for the summary.
 stage() {
   local status=0
-  in_root bash -s -- "$@" <"$here/in-root.sh" | tee -a "$results" | sed 's/^/    /' || status=$?
+  in_root bash /tmp/in-root.sh "$@" </dev/null | tee -a "$results" | sed 's/^/    /' || status=$?
   ((status == 0)) || fail "checks failed after: $1"
 }
 
@@ -99,8 +100,8 @@ base_root() {
   if [ ! -s "$tarball" ]; then
     step "making the base root (mmdebstrap ${options[*]}) from: ${sources[*]}"
     mkdir -p "$cache"
-    mmdebstrap --quiet "${options[@]}" "$tarball.part" "${sources[@]}" >"$tmp/mmdebstrap.log" 2>&1 ||
-      { tail -30 "$tmp/mmdebstrap.log"; fail "mmdebstrap failed"; }
+    timeout --kill-after=10 900 mmdebstrap --quiet "${options[@]}" "$tarball.part" "${sources[@]}" \
+      >"$tmp/mmdebstrap.log" 2>&1 || { tail -30 "$tmp/mmdebstrap.log"; fail "mmdebstrap failed"; }
     mv "$tarball.part" "$tarball"
     find "$cache" -maxdepth 1 -name 'bookworm-apt-*.tar*' ! -path "$tarball" -delete
   fi
@@ -123,34 +124,39 @@ snapshot() {
     grep -Ev "$pattern" | sort
 }
 
-step "building the package (deploy/debian/build-deb.sh, log in build/deb/build.log)"
-mkdir -p "${WARMSLOT_BUILD_DIR:-build}/deb"
 log="${WARMSLOT_BUILD_DIR:-build}/deb/build.log"
-deb1=$(bash deploy/debian/build-deb.sh 2>"$log") || { tail -40 "$log"; fail "the package build failed"; }
+build_deb() {  # build_deb ARGS...: deploy/debian/build-deb.sh ARGS, for 40 minutes at most
+  mkdir -p "$(dirname "$log")"
+  timeout --kill-after=10 2400 bash deploy/debian/build-deb.sh "$@" 2>>"$log" ||
+    { tail -40 "$log" >&2; fail "the package build failed (build-deb.sh $*)"; }
+}
+step "building the package (deploy/debian/build-deb.sh, output in $log)"
+: >"$log"
+deb1=$(build_deb)
 v1=$(dpkg-deb -f "$deb1" Version)
 v2="$v1+rebuild1"
 step "rebuilding it as $v2"
-deb2=$(bash deploy/debian/build-deb.sh --version "$v2" 2>>"$log") ||
-  { tail -40 "$log"; fail "the second package build failed"; }
+deb2=$(build_deb --version "$v2")
 step "package: $(dpkg-deb -f "$deb1" Depends)"
 
 step "lintian $(basename "$deb1")"
-lintian --fail-on error --display-level '>=warning' "$deb1" | tee "$tmp/lintian.log" | sed 's/^/    /' ||
-  fail "lintian reports errors"
+timeout 600 lintian --fail-on error --display-level '>=warning' "$deb1" 2>/dev/null |
+  sed 's/^/    /' || fail "lintian reports errors"
 echo "ok - lintian: no errors" >>"$results"
 
 base_root
 step "apt-get update in the root"
-in_root apt-get update -q -o Acquire::Languages=none >"$tmp/apt.log" 2>&1 || { tail -20 "$tmp/apt.log"; fail "apt-get update failed"; }
+in_root apt-get update -q -o Acquire::Languages=none >"$tmp/apt.log" 2>&1 ||
+  { tail -20 "$tmp/apt.log"; fail "apt-get update failed"; }
 snapshot >"$tmp/before"
-cp "$deb1" "$root/tmp/warmslot-1.deb"
-cp "$deb2" "$root/tmp/warmslot-2.deb"
-chmod 0644 "$root"/tmp/warmslot-*.deb
+install -m 0644 "$deb1" "$root/tmp/warmslot-1.deb"
+install -m 0644 "$deb2" "$root/tmp/warmslot-2.deb"
+install -m 0644 "$here/in-root.sh" "$root/tmp/in-root.sh"
 
-apt_in_root() {  # apt_in_root WHAT ARGS...: apt-get -y ARGS in the root, its output in the log
+apt_in_root() {  # apt_in_root WHAT ARGS...: apt -y ARGS in the root, its output in the log
   local what=$1; shift
   step "$what"
-  in_root apt-get -y -q "$@" >>"$tmp/apt.log" 2>&1 || { tail -30 "$tmp/apt.log"; fail "$what failed"; }
+  in_root apt -y -q "$@" >>"$tmp/apt.log" 2>&1 || { tail -30 "$tmp/apt.log"; fail "$what failed"; }
 }
 apt_in_root "apt install ./warmslot-1.deb ($v1)" install ./tmp/warmslot-1.deb
 stage installed "$v1"
@@ -161,7 +167,7 @@ apt_in_root "apt remove warmslot" remove warmslot
 stage removed
 apt_in_root "apt purge --autoremove warmslot" purge --autoremove warmslot
 stage purged
-rm -f "$root"/tmp/warmslot-*.deb
+rm -f "$root"/tmp/warmslot-*.deb "$root/tmp/in-root.sh"
 
 snapshot >"$tmp/after"
 if left=$(comm -13 "$tmp/before" "$tmp/after") && [ -n "$left" ]; then

@@ -28,7 +28,8 @@ common() {  # checks that hold whenever the package is installed
     warmslot check-config /etc/warmslot/warmslot.yaml
   check "the warmslot account can read the config" \
     runuser -u warmslot -- warmslot check-config /etc/warmslot/warmslot.yaml
-  check "every library of the binary is found" bash -c '! ldd /usr/bin/warmslot | grep -q "not found"'
+  check "every library of the binary is found" \
+    bash -c '! ldd /usr/bin/warmslot | grep -q "not found"'
 }
 
 installed() {
@@ -41,22 +42,27 @@ installed() {
     test "$(owner_mode /var/lib/warmslot)" = "warmslot:warmslot 750"
   check "/etc/warmslot/warmslot.yaml is a conffile" \
     bash -c 'dpkg-query -W -f="\${Conffiles}" warmslot | grep -q "^ /etc/warmslot/warmslot.yaml "'
-  check "the config is the commented example" has /etc/warmslot/warmslot.yaml '^# warmslot example configuration'
+  check "the config is the commented example" \
+    has /etc/warmslot/warmslot.yaml '^# warmslot example configuration'
   check "the schema is beside it" \
-    test "$(readlink -f /etc/warmslot/warmslot.schema.json)" = /usr/share/warmslot/warmslot.schema.json
+    test "$(readlink -f /etc/warmslot/warmslot.schema.json)" = \
+    /usr/share/warmslot/warmslot.schema.json
   check "/etc/warmslot/env holds a random key, root only" bash -c \
     '[ "$(stat -c "%U %a" /etc/warmslot/env)" = "root 600" ] &&
      grep -Eq "^WARMSLOT_API_KEY=ws-[0-9a-f]{48}$" /etc/warmslot/env'
   remember key "$(sed -n 's/^WARMSLOT_API_KEY=//p' /etc/warmslot/env)"
   check "the unit runs /usr/bin/warmslot" \
-    has /lib/systemd/system/warmslot.service '^ExecStart=/usr/bin/warmslot --config /etc/warmslot/warmslot.yaml$'
+    has /lib/systemd/system/warmslot.service \
+    '^ExecStart=/usr/bin/warmslot --config /etc/warmslot/warmslot.yaml$'
   check "the drop-in runs it as warmslot" bash -c \
     'f=/lib/systemd/system/warmslot.service.d/debian.conf
      grep -qx DynamicUser=no $f && grep -qx User=warmslot $f && grep -qx Group=warmslot $f'
-  check "the service is enabled" test -L /etc/systemd/system/multi-user.target.wants/warmslot.service
+  check "the service is enabled" \
+    test -L /etc/systemd/system/multi-user.target.wants/warmslot.service
   check "the manual page is warmslot(1)" bash -c \
     'zcat /usr/share/man/man1/warmslot.1.gz | grep -q "^\.TH WARMSLOT 1 "'
-  check "zsh and fish completion are installed" test -f /usr/share/zsh/vendor-completions/_warmslot \
+  check "zsh and fish completion are installed" \
+    test -f /usr/share/zsh/vendor-completions/_warmslot \
     -a -f /usr/share/fish/vendor_completions.d/warmslot.fish
   check "bash completes the subcommands" bash -c \
     '. /usr/share/bash-completion/completions/warmslot && COMP_WORDS=(warmslot c) COMP_CWORD=1 &&
@@ -121,7 +127,9 @@ removed() {
 
 purged() {
   check "dpkg has forgotten warmslot" bash -c '! dpkg-query -W warmslot 2>/dev/null'
-  for p in /etc/warmslot /var/lib/warmslot /etc/systemd/system/multi-user.target.wants/warmslot.service \
+  local p
+  for p in /etc/warmslot /var/lib/warmslot \
+    /etc/systemd/system/multi-user.target.wants/warmslot.service \
     /var/lib/systemd/deb-systemd-helper-enabled/warmslot.service.dsh-also; do
     check "$p is gone" test ! -e "$p"
   done
