@@ -4,7 +4,8 @@
 # machine's configured Debian mirror: apt install, warmslot --version, check-config of the
 # installed config, the service's account running it, an edit of the config, the upgrade that
 # keeps the edit and the slot index, remove (keeps them), purge (removes them) and no file left
-# behind. Exits non-zero on any failure; the root is removed on exit, also when interrupted.
+# behind; last, with systemd installed, systemd-analyze on the unit and its drop-in.
+# Exits non-zero on any failure; the root is removed on exit, also when interrupted.
 #
 #   sudo bash tests/package/deb-test.sh
 #
@@ -167,8 +168,8 @@ apt_in_root "apt remove warmslot" remove warmslot
 stage removed
 apt_in_root "apt purge --autoremove warmslot" purge --autoremove warmslot
 stage purged
-rm -f "$root"/tmp/warmslot-*.deb "$root/tmp/in-root.sh"
 
+# /tmp is not compared: it holds the packages and the checks.
 snapshot >"$tmp/after"
 if left=$(comm -13 "$tmp/before" "$tmp/after") && [ -n "$left" ]; then
   echo "not ok - no file left behind:" >>"$results"
@@ -176,6 +177,11 @@ if left=$(comm -13 "$tmp/before" "$tmp/after") && [ -n "$left" ]; then
   fail "files left behind after purge"
 fi
 echo "ok - no file left behind" >>"$results"
+
+# Last, with systemd installed (it does not run in the root): the unit as systemd reads it.
+apt_in_root "apt install systemd ./warmslot-2.deb" install --no-install-recommends systemd \
+  ./tmp/warmslot-2.deb
+stage unit
 
 passed=$(grep -c '^ok - ' "$results")
 failed=$(grep -c '^not ok - ' "$results" || true)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The checks tests/package/deb-test.sh runs inside its Debian 12 root, one stage at a time:
-#   in-root.sh installed VERSION | service | upgraded VERSION | removed | purged
+#   in-root.sh installed VERSION | service | upgraded VERSION | removed | purged | unit
 # It reads its state (the index checksum, the API key) from and to /root/deb-test.state.
 # Prints "ok - ..." or "not ok - ..." per check; exits 1 when any check failed.
 set -uo pipefail
@@ -135,6 +135,17 @@ purged() {
   done
 }
 
+# With Debian 12's systemd in the root (not running): the unit and its drop-in as systemd reads
+# them.
+unit() {
+  check "systemd-analyze verify warmslot.service" systemd-analyze verify warmslot.service
+  local security
+  security=$(systemd-analyze security --offline=true warmslot.service 2>&1)
+  check "systemd runs it under the static warmslot account" \
+    grep -q 'User=/DynamicUser=.*static non-root user identity' <<<"$security"
+  echo "# $(grep 'Overall exposure level' <<<"$security")"
+}
+
 stage=${1:?stage}
 shift
 case $stage in
@@ -143,6 +154,7 @@ case $stage in
   upgraded) upgraded "$@" ;;
   removed) removed ;;
   purged) purged; rm -f "$state" ;;
+  unit) unit ;;
   *) echo "in-root.sh: unknown stage $stage" >&2; exit 2 ;;
 esac
 exit "$failed"
