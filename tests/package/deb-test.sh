@@ -127,11 +127,11 @@ snapshot() {
 
 log="${WARMSLOT_BUILD_DIR:-build}/deb/build.log"
 build_deb() {  # build_deb ARGS...: deploy/debian/build-deb.sh ARGS, for 40 minutes at most
-  mkdir -p "$(dirname "$log")"
   timeout --kill-after=10 2400 bash deploy/debian/build-deb.sh "$@" 2>>"$log" ||
     { tail -40 "$log" >&2; fail "the package build failed (build-deb.sh $*)"; }
 }
 step "building the package (deploy/debian/build-deb.sh, output in $log)"
+mkdir -p "$(dirname "$log")"
 : >"$log"
 deb1=$(build_deb)
 v1=$(dpkg-deb -f "$deb1" Version)
