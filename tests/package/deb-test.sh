@@ -29,7 +29,12 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/warmslot-deb-test.XXXXXX")
 root=$tmp/root
 results=$tmp/results
 
+running=""  # the process group of the bounded command that runs now
 cleanup() {
+  if [ -n "$running" ]; then
+    kill -TERM -- "-$running" 2>/dev/null || true
+    wait "$running" 2>/dev/null || true
+  fi
   # Mounts live only in the namespaces of in_root; --one-file-system guards the host anyway.
   rm -rf --one-file-system "$tmp"
 }
@@ -39,20 +44,29 @@ trap 'exit 130' INT TERM
 step() { printf '[%3ds] %s\n' $((SECONDS - start)) "$*"; }
 fail() { echo "deb-test.sh: $*" >&2; exit 1; }
 
-# in_root CMD...: runs CMD in the root with a clean environment, in new mount and PID namespaces
-# (their /proc mount and every process left over end with them), for 10 minutes at most.
-in_root() {
-  timeout --kill-after=10 600 unshare --mount --propagation private --pid --fork -- /bin/sh -c \
-    'mount -t proc proc "$0/proc" && exec chroot "$0" /usr/bin/env -i \
-       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-       LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive ${http_proxy:+http_proxy=$http_proxy} "$@"' \
-    "$root" "$@"
+# bounded SECONDS CMD...: runs CMD for SECONDS at most, in a process group of its own (timeout's)
+# that an interruption of this script stops too.
+bounded() {
+  timeout --kill-after=10 "$@" </dev/null &
+  running=$!
+  local status=0
+  wait "$running" || status=$?
+  running=""
+  return "$status"
 }
+
+# "${in_root[@]}" CMD...: runs CMD in the root with a clean environment, in new mount and PID
+# namespaces: their /proc mount and every process in them end with unshare.
+in_root=(unshare --kill-child --mount --propagation private --pid --fork -- /bin/sh -c
+  'mount -t proc proc "$0/proc" && exec chroot "$0" /usr/bin/env -i \
+     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+     LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive ${http_proxy:+http_proxy=$http_proxy} "$@"')
 
 # stage NAME ARGS...: tests/package/in-root.sh in the root, its results kept for the summary.
 stage() {
   local status=0
-  in_root bash /tmp/in-root.sh "$@" </dev/null | tee -a "$results" | sed 's/^/    /' || status=$?
+  bounded 300 "${in_root[@]}" "$root" bash /tmp/in-root.sh "$@" >"$tmp/stage" 2>&1 || status=$?
+  tee -a "$results" <"$tmp/stage" | sed 's/^/    /'
   ((status == 0)) || fail "checks failed after: $1"
 }
 
@@ -101,7 +115,7 @@ base_root() {
   if [ ! -s "$tarball" ]; then
     step "making the base root (mmdebstrap ${options[*]}) from: ${sources[*]}"
     mkdir -p "$cache"
-    timeout --kill-after=10 900 mmdebstrap --quiet "${options[@]}" "$tarball.part" "${sources[@]}" \
+    bounded 900 mmdebstrap --quiet "${options[@]}" "$tarball.part" "${sources[@]}" \
       >"$tmp/mmdebstrap.log" 2>&1 || { tail -30 "$tmp/mmdebstrap.log"; fail "mmdebstrap failed"; }
     mv "$tarball.part" "$tarball"
     find "$cache" -maxdepth 1 -name 'bookworm-apt-*.tar*' ! -path "$tarball" -delete
@@ -126,29 +140,35 @@ snapshot() {
 }
 
 log="${WARMSLOT_BUILD_DIR:-build}/deb/build.log"
-build_deb() {  # build_deb ARGS...: deploy/debian/build-deb.sh ARGS, for 40 minutes at most
-  timeout --kill-after=10 2400 bash deploy/debian/build-deb.sh "$@" 2>>"$log" ||
-    { tail -40 "$log" >&2; fail "the package build failed (build-deb.sh $*)"; }
+build_deb() {  # build_deb ARGS...: deploy/debian/build-deb.sh ARGS (40 minutes at most); sets deb
+  bounded 2400 bash deploy/debian/build-deb.sh "$@" >"$tmp/deb" 2>>"$log" ||
+    { tail -40 "$log"; fail "the package build failed (build-deb.sh $*)"; }
+  deb=$(cat "$tmp/deb")
 }
 step "building the package (deploy/debian/build-deb.sh, output in $log)"
 mkdir -p "$(dirname "$log")"
 : >"$log"
-deb1=$(build_deb)
+build_deb
+deb1=$deb
 v1=$(dpkg-deb -f "$deb1" Version)
 v2="$v1+rebuild1"
 step "rebuilding it as $v2"
-deb2=$(build_deb --version "$v2")
+build_deb --version "$v2"
+deb2=$deb
 step "package: $(dpkg-deb -f "$deb1" Depends)"
 
 step "lintian $(basename "$deb1")"
-timeout 600 lintian --fail-on error --display-level '>=warning' "$deb1" 2>/dev/null |
-  sed 's/^/    /' || fail "lintian reports errors"
+status=0
+bounded 600 lintian --fail-on error --display-level '>=warning' "$deb1" \
+  >"$tmp/lintian" 2>/dev/null || status=$?
+sed 's/^/    /' "$tmp/lintian"
+((status == 0)) || fail "lintian reports errors"
 echo "ok - lintian: no errors" >>"$results"
 
 base_root
 step "apt-get update in the root"
-in_root apt-get update -q -o Acquire::Languages=none >"$tmp/apt.log" 2>&1 ||
-  { tail -20 "$tmp/apt.log"; fail "apt-get update failed"; }
+bounded 600 "${in_root[@]}" "$root" apt-get update -q -o Acquire::Languages=none \
+  >"$tmp/apt.log" 2>&1 || { tail -20 "$tmp/apt.log"; fail "apt-get update failed"; }
 snapshot >"$tmp/before"
 install -m 0644 "$deb1" "$root/tmp/warmslot-1.deb"
 install -m 0644 "$deb2" "$root/tmp/warmslot-2.deb"
@@ -157,7 +177,8 @@ install -m 0644 "$here/in-root.sh" "$root/tmp/in-root.sh"
 apt_in_root() {  # apt_in_root WHAT ARGS...: apt -y ARGS in the root, its output in the log
   local what=$1; shift
   step "$what"
-  in_root apt -y -q "$@" >>"$tmp/apt.log" 2>&1 || { tail -30 "$tmp/apt.log"; fail "$what failed"; }
+  bounded 600 "${in_root[@]}" "$root" apt -y -q "$@" >>"$tmp/apt.log" 2>&1 ||
+    { tail -30 "$tmp/apt.log"; fail "$what failed"; }
 }
 apt_in_root "apt install ./warmslot-1.deb ($v1)" install ./tmp/warmslot-1.deb
 stage installed "$v1"
