@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package warmslot needs to build, run and test.
+# Installs every Debian 12 package warmslot needs to build, run and test, and to build and
+# test its Debian package (debhelper, go-md2man for the manual page, lintian, mmdebstrap).
 # Safe to run again: apt-get skips what is already there.
 set -euo pipefail
 
@@ -9,6 +10,7 @@ packages=(
   libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev libmimalloc-dev
   nginx-light sqlite3
   haproxy iproute2
+  debhelper dpkg-dev go-md2man lintian mmdebstrap
 )
 # haproxy and iproute2 (ip netns): the multi-host setup in deploy/cluster/ and its test.
 # The pinned llama-server and the openai client tests come from npm.

@@ -7,6 +7,8 @@
 #   WARMSLOT_SKIP_WINDOWS=1 skips that build (the test then reports itself skipped).
 #   cluster.test.mjs starts deploy/cluster/cluster.sh (network namespaces and HAProxy: needs root,
 #   about 15 s); WARMSLOT_SKIP_CLUSTER=1 skips it, as does a run without root or haproxy.
+#   Last, the Debian package is built and tested in a clean Debian 12 root
+#   (tests/package/deb-test.sh, as root); WARMSLOT_SKIP_DEB=1 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,3 +26,11 @@ for arch in llama qwen35 gemma2; do bash tests/models/models.sh "$arch" >/dev/nu
 
 ctest --test-dir "$build" --output-on-failure
 WARMSLOT_BIN="$PWD/$build/proxy/warmslot" node --test --test-concurrency=1 tests/integration/
+
+if [ "${WARMSLOT_SKIP_DEB:-0}" != 1 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo bash tests/package/deb-test.sh
+else
+  echo "tests/package/deb-test.sh: skipped (WARMSLOT_SKIP_DEB=1)"
+fi

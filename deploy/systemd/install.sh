@@ -48,6 +48,14 @@ if [ -z "$root" ]; then
   fi
 fi
 
+# The Debian package owns the same names (/usr/bin/warmslot, the unit, /etc/warmslot): one or
+# the other, not both.
+if [ -z "$root" ] && dpkg-query -W -f='${Status}' warmslot 2>/dev/null | grep -q 'ok installed'; then
+  echo "install.sh: the warmslot Debian package is installed: upgrade it with apt, or remove it" \
+    "(apt remove warmslot) before using this installer" >&2
+  exit 1
+fi
+
 if [ "$action" = uninstall ]; then
   if ((use_systemd)); then
     systemctl disable --now warmslot.service 2>/dev/null || true
@@ -69,7 +77,13 @@ was_active=0
 if ((use_systemd)) && systemctl is-active --quiet warmslot.service; then was_active=1; fi
 
 install -D -m 0755 "$binary" "$bin_path.new" && mv -f "$bin_path.new" "$bin_path"
-install -D -m 0644 "$here/warmslot.service" "$unit_path"
+# The unit names the packaged binary, /usr/bin/warmslot; this installer's is in /usr/local/bin.
+install -d -m 0755 "$(dirname "$unit_path")"
+sed 's|^ExecStart=/usr/bin/warmslot |ExecStart=/usr/local/bin/warmslot |' "$here/warmslot.service" \
+  >"$unit_path.new"
+grep -q '^ExecStart=/usr/local/bin/warmslot ' "$unit_path.new" ||
+  { echo "install.sh: no ExecStart=/usr/bin/warmslot line in $here/warmslot.service" >&2; exit 1; }
+chmod 0644 "$unit_path.new" && mv -f "$unit_path.new" "$unit_path"
 install -d -m 0755 "$conf_dir"
 install -m 0644 "$repo/config/warmslot.schema.json" "$conf_dir/warmslot.schema.json"
 if [ ! -e "$conf_dir/warmslot.yaml" ]; then

@@ -9,14 +9,24 @@ import { warmslotBin } from './lib/warmslot.mjs';
 
 const run = (args, env = {}) => spawnSync(warmslotBin(), args, { encoding: 'utf8', env: { ...process.env, ...env } });
 
-test('the example config is valid (with its key variable set)', () => {
+test('the example config is valid as installed; with its key line uncommented it needs the key', () => {
   const example = path.join(repoRoot, 'config/warmslot.example.yaml');
-  const ok = run(['check-config', example], { WARMSLOT_API_KEY: 'a-long-enough-key' });
+  const plain = run(['check-config', example], { WARMSLOT_API_KEY: '' });
+  assert.equal(plain.status, 0, plain.stderr);
+  assert.match(plain.stdout, /: ok \(2 backends\)/);
+  const text = fs.readFileSync(example, 'utf8');
+  const keyedText = text.replace('  # - ${WARMSLOT_API_KEY}\n', '  - ${WARMSLOT_API_KEY}\n');
+  assert.notEqual(keyedText, text, 'the example has a commented WARMSLOT_API_KEY line');
+  const dir = tempDir('cli');
+  const keyed = path.join(dir, 'keyed.yaml');
+  fs.writeFileSync(keyed, keyedText);
+  const ok = run(['check-config', keyed], { WARMSLOT_API_KEY: 'a-long-enough-key' });
   assert.equal(ok.status, 0, ok.stderr);
-  const missing = run(['check-config', example], { WARMSLOT_API_KEY: '' });
+  const missing = run(['check-config', keyed], { WARMSLOT_API_KEY: '' });
   assert.equal(missing.status, 2);
   assert.match(missing.stderr, /api_keys\[0\]: environment variable WARMSLOT_API_KEY/);
   assert.doesNotMatch(missing.stderr, /a-long-enough-key/);
+  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('a bad config names file, line and key', () => {

@@ -23,8 +23,11 @@ test('install.sh installs, keeps config and key on a second run, and uninstalls'
   assert.equal(mode(at('etc/warmslot/env')), '600');
   assert.equal(mode(at('etc/warmslot/warmslot.yaml')), '644');
   assert.ok(fs.existsSync(at('etc/warmslot/warmslot.schema.json')));
-  assert.equal(fs.readFileSync(at('etc/systemd/system/warmslot.service'), 'utf8'),
-    fs.readFileSync(path.join(repoRoot, 'deploy/systemd/warmslot.service'), 'utf8'));
+  // The unit as the Debian package ships it, with ExecStart pointing at /usr/local/bin.
+  const unit = fs.readFileSync(path.join(repoRoot, 'deploy/systemd/warmslot.service'), 'utf8');
+  const installed = fs.readFileSync(at('etc/systemd/system/warmslot.service'), 'utf8');
+  assert.match(installed, /^ExecStart=\/usr\/local\/bin\/warmslot --config /m);
+  assert.equal(installed, unit.replace('\nExecStart=/usr/bin/warmslot ', '\nExecStart=/usr/local/bin/warmslot '));
 
   // The installed config, with the installed key, passes the installed binary's check.
   const key = fs.readFileSync(at('etc/warmslot/env'), 'utf8').match(/^WARMSLOT_API_KEY=(\S+)$/m)[1];
@@ -64,7 +67,7 @@ test('the unit has the settings docs/service.md promises', () => {
   }
   const expected = {
     Type: 'notify',
-    ExecStart: '/usr/local/bin/warmslot --config /etc/warmslot/warmslot.yaml',
+    ExecStart: '/usr/bin/warmslot --config /etc/warmslot/warmslot.yaml',
     ExecReload: '/bin/kill -HUP $MAINPID',
     DynamicUser: 'yes', StateDirectory: 'warmslot', ConfigurationDirectory: 'warmslot',
     ProtectSystem: 'strict', ProtectHome: 'yes', PrivateTmp: 'yes', NoNewPrivileges: 'yes',
