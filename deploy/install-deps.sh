@@ -8,7 +8,7 @@ packages=(
   build-essential clang cmake ninja-build git ca-certificates curl pkg-config
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev libmimalloc-dev
-  nginx-light sqlite3
+  nginx-light sqlite3 ccache
   haproxy iproute2
   debhelper dpkg-dev go-md2man lintian mmdebstrap
 )

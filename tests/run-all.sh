@@ -14,7 +14,11 @@ cd "$(dirname "$0")/.."
 
 bash deploy/install-deps.sh
 build=${WARMSLOT_BUILD_DIR:-build}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWARMSLOT_WERROR=ON >/dev/null
+# ccache keyed by paths relative to the checkout: another clone on the same machine (a CI run)
+# reuses the objects of this one, and the package build (deploy/debian/build-deb.sh) uses it too.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWARMSLOT_WERROR=ON \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 cmake --build "$build" -j"$(nproc)"
 if [ "${WARMSLOT_SKIP_WINDOWS:-0}" != 1 ]; then
   bash deploy/windows/cross-build.sh >/dev/null
