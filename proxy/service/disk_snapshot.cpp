@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/timings.hpp"
 #include "service/disk_prefix.hpp"
 #include "upstream/llama_client.hpp"
 
@@ -32,12 +33,14 @@ awaitable<bool> slot_holds(upstream::pool& pool, const config::backend& b, int s
 
 }  // namespace
 
-// The priming left context checkpoints near the prefix's end (at n-4 and n-4-n_ubatch). On a
-// hybrid model they would later push out the checkpoint llama-server makes where the request's
-// last user message starts (one closer than --checkpoint-min-step to an earlier checkpoint is
-// dropped), so the next question on the same prefix would roll back n_ubatch tokens further
-// than without warmslot. Restoring the file just written leaves the slot holding exactly the
-// prefix and no checkpoints (llama-server.md section 4), as a restore from disk does.
+// A priming that computed the prefix from scratch left only its own context checkpoints in the
+// slot, near the prefix's end (at n-4 and n-4-n_ubatch). On a hybrid model they would later push
+// out the checkpoint llama-server makes where the request's last user message starts (one closer
+// than --checkpoint-min-step to an earlier checkpoint is dropped), so the next question on the
+// same prefix would roll back n_ubatch tokens further than without warmslot. Restoring the file
+// just written leaves the slot holding exactly the prefix and no checkpoints (llama-server.md
+// section 4), as a restore from disk does. A priming that extended what the slot held keeps its
+// checkpoints: the earlier ones let another conversation on a shorter prefix roll back to it.
 awaitable<void> disk_tier::drop_checkpoints(upstream::pool& pool, const config::backend& b,
                                             routing::ticket& t, std::string file,
                                             std::uint64_t tokens) {
@@ -70,6 +73,8 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
                   {"cache_prompt", true}, {"temperature", 0}};
     const auto primed = co_await upstream::call(pool, b, http::verb::post, "/completion",
                                                 prime.dump(), cfg->timeouts.upstream_response);
+    const auto prime_stats = primed.status == 200 ? api::find_prompt_stats(primed.body) : std::nullopt;
+    const bool from_scratch = prime_stats && prime_stats->cached == 0;
     // The answer's status is not the test (a chat parser may refuse the one sampled token after
     // the prompt is in the slot): the slot must hold exactly the prefix.
     if (primed.ec || !co_await slot_holds(pool, b, *t.p.slot, tokens->size())) {
@@ -119,7 +124,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         a.what = disk_action::kind::snapshotted;
         a.tokens = s.tokens;
         a.key = p.key;
-        co_await drop_checkpoints(pool, b, t, file, s.tokens);
+        if (from_scratch) co_await drop_checkpoints(pool, b, t, file, s.tokens);
     } else {
         log()->warn("saving slot {} of {} failed ({}): going on without a snapshot", *t.p.slot,
                     b.name, saved.ec ? saved.ec.message() : std::to_string(saved.status));

@@ -33,8 +33,8 @@ std::optional<rewrite::result> try_apply(const rewrite::rewriter& r, const nlohm
 }  // namespace
 
 // The rewritten body replaces the client's, so the fingerprint, the plan, the disk tier and the
-// backend all see the request as it is sent.
-// Chat bodies, and Messages and Responses bodies through their chat form (rewrite/shapes.cpp).
+// backend all see the request as it is sent. Chat bodies, and Messages and Responses bodies
+// through their chat form (rewrite/shapes.cpp).
 std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& ex,
                                                         nlohmann::json& body, outcome& out) {
     const auto shape = out.cls.ep.shape;
