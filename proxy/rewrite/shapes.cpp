@@ -42,8 +42,8 @@ void append_blocks(const json& message, bool separate, json& blocks) {
     }
 }
 
-constexpr const char* item_key = "x-warmslot-item";        // an item the rules do not read
-constexpr const char* part_type_key = "x-warmslot-type";   // a text part's own type
+constexpr const char* item_key = "x-warmslot-item";       // an item the rules do not read
+constexpr const char* part_type_key = "x-warmslot-type";  // a text part's own type
 constexpr const char* instructions_key = "x-warmslot-instructions";
 
 std::string text_of(const json& content) {
@@ -51,7 +51,8 @@ std::string text_of(const json& content) {
     std::string out;
     if (!content.is_array()) return out;
     for (const auto& p : content) {
-        if (p.is_object() && p.contains("text") && p["text"].is_string()) out += p["text"].get<std::string>();
+        if (p.is_object() && p.contains("text") && p["text"].is_string())
+            out += p["text"].get<std::string>();
     }
     return out;
 }
@@ -60,7 +61,8 @@ json item_to_message(const json& item) {
     const std::string role = item.is_object() && item.contains("role") && item["role"].is_string()
                                  ? item["role"].get<std::string>()
                                  : std::string();
-    const bool known = role == "user" || role == "system" || role == "developer" || role == "assistant";
+    const bool known =
+        role == "user" || role == "system" || role == "developer" || role == "assistant";
     if (!known || !item.contains("content") ||
         !(item["content"].is_string() || item["content"].is_array())) {
         return {{item_key, item}};
@@ -83,7 +85,8 @@ json message_to_item(json m) {
     if (m.contains("content") && m["content"].is_array()) {
         for (auto& p : m["content"]) {
             if (!p.is_object() || p.value("type", "") != "text") continue;
-            p["type"] = p.contains(part_type_key) ? p[part_type_key] : json(assistant ? "output_text" : "input_text");
+            p["type"] = p.contains(part_type_key) ? p[part_type_key]
+                                                  : json(assistant ? "output_text" : "input_text");
             p.erase(part_type_key);
         }
     }
@@ -96,7 +99,8 @@ json responses_to_chat(const json& body) {
     json chat = body;
     json messages = json::array();
     if (body.contains("instructions") && body["instructions"].is_string()) {
-        messages.push_back({{"role", "system"}, {"content", body["instructions"]}, {instructions_key, true}});
+        messages.push_back(
+            {{"role", "system"}, {"content", body["instructions"]}, {instructions_key, true}});
     }
     chat.erase("instructions");
     chat.erase("input");

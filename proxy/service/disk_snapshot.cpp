@@ -1,13 +1,13 @@
 // Making a snapshot: prime the planned slot with exactly the prefix, save it, index it.
 // The request that follows extends the primed slot, so a snapshot adds no prefill.
-#include "util/log.hpp"
-
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "api/timings.hpp"
 #include "service/disk_prefix.hpp"
 #include "upstream/llama_client.hpp"
+#include "util/log.hpp"
 
 namespace warmslot::service {
 using namespace disk_detail;
@@ -46,8 +46,8 @@ awaitable<void> disk_tier::drop_checkpoints(upstream::pool& pool, const config::
                                             std::uint64_t tokens) {
     const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
     const json request = {{"filename", file}};
-    const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
-                                           save_timeout);
+    const auto r =
+        co_await upstream::call(pool, b, http::verb::post, target, request.dump(), save_timeout);
     const json reply = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
     if (!reply.is_object() || reply.value("n_restored", std::uint64_t{0}) != tokens) {
         // A failed restore wipes the slot: the request then computes its whole prompt.
@@ -73,7 +73,8 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
                   {"cache_prompt", true}, {"temperature", 0}};
     const auto primed = co_await upstream::call(pool, b, http::verb::post, "/completion",
                                                 prime.dump(), cfg->timeouts.upstream_response);
-    const auto prime_stats = primed.status == 200 ? api::find_prompt_stats(primed.body) : std::nullopt;
+    const auto prime_stats =
+        primed.status == 200 ? api::find_prompt_stats(primed.body) : std::nullopt;
     const bool from_scratch = prime_stats && prime_stats->cached == 0;
     // The answer's status is not the test (a chat parser may refuse the one sampled token after
     // the prompt is in the slot): the slot must hold exactly the prefix.

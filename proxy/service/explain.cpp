@@ -41,7 +41,9 @@ std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& e
     bool failed = false;
     std::optional<rewrite::result> r;
     switch (shape) {
-        case api::api_shape::chat: r = try_apply(rewriter_, body, out, ex.id, failed); break;
+        case api::api_shape::chat:
+            r = try_apply(rewriter_, body, out, ex.id, failed);
+            break;
         case api::api_shape::messages:
             r = try_apply(rewriter_, rewrite::messages_to_chat(body), out, ex.id, failed);
             break;
@@ -49,15 +51,19 @@ std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& e
             r = try_apply(rewriter_, rewrite::responses_to_chat(body), out, ex.id, failed);
             break;
         case api::api_shape::completion:
-        case api::api_shape::none: return std::nullopt;
+        case api::api_shape::none:
+            return std::nullopt;
     }
     if (failed) out.rewrites = "skipped";
     if (!r) return std::nullopt;
     out.rewrites = rewrite::describe(r->applied);
     if (r->changed()) {
-        if (shape == api::api_shape::messages) body = rewrite::chat_to_messages(std::move(r->body));
-        else if (shape == api::api_shape::responses) body = rewrite::chat_to_responses(std::move(r->body), body);
-        else body = std::move(r->body);
+        if (shape == api::api_shape::messages)
+            body = rewrite::chat_to_messages(std::move(r->body));
+        else if (shape == api::api_shape::responses)
+            body = rewrite::chat_to_responses(std::move(r->body), body);
+        else
+            body = std::move(r->body);
         ex.request.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
     r->body = nullptr;  // only the memory update is kept until the answer

@@ -7,13 +7,12 @@
 // byte reached the client.
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "api/chat_view.hpp"
@@ -32,8 +31,8 @@ enum class attempt { relayed, stale_connection, backend_failed };
 // What the cache reads a request's prompt from: the body itself for chat and completions, the
 // chat body llama-server renders for Responses and Messages (api/chat_view.hpp).
 struct prompt_view {
-    const nlohmann::json* body = nullptr;   // the client's body
-    std::optional<api::chat_view> converted; // its chat view (Responses, Messages)
+    const nlohmann::json* body = nullptr;     // the client's body
+    std::optional<api::chat_view> converted;  // its chat view (Responses, Messages)
     bool chat_shape = false;
     std::optional<routing::fingerprint> fp;
     // The chat body the disk tier renders; null for completions and unreadable bodies.
@@ -48,11 +47,14 @@ prompt_view view_of(api::api_shape shape, const nlohmann::json* body) {
     v.body = body;
     if (body == nullptr) return v;
     switch (shape) {
-        case api::api_shape::none: return v;
+        case api::api_shape::none:
+            return v;
         case api::api_shape::completion:
             v.fp = routing::fingerprint_request(routing::request_kind::completion, *body);
             return v;
-        case api::api_shape::chat: v.chat_shape = true; break;
+        case api::api_shape::chat:
+            v.chat_shape = true;
+            break;
         case api::api_shape::responses:
         case api::api_shape::messages:
             v.converted = api::to_chat_view(shape, *body);
@@ -62,7 +64,8 @@ prompt_view view_of(api::api_shape shape, const nlohmann::json* body) {
         v.fp = routing::fingerprint_request(routing::request_kind::chat, *chat);
     }
     // The client's cache breakpoint is the end of its stable prefix (what the disk tier keeps).
-    if (v.fp && v.converted && v.converted->breakpoint && *v.converted->breakpoint < v.fp->levels.size()) {
+    if (v.fp && v.converted && v.converted->breakpoint &&
+        *v.converted->breakpoint < v.fp->levels.size()) {
         v.fp->stable_levels = *v.converted->breakpoint;
     }
     return v;
@@ -216,9 +219,10 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             }
             const bool pin = slot && takes_id_slot(shape);
             if (slot && !pin) reg_.mark_floating(t);
-            header_list extra = {{"X-Warmslot-Backend", b.name},
-                                 {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
-                                 {"X-Warmslot-Slot", pin ? std::to_string(*slot) : "-"}};
+            header_list extra = {
+                {"X-Warmslot-Backend", b.name},
+                {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
+                {"X-Warmslot-Slot", pin ? std::to_string(*slot) : "-"}};
             if (const auto d = describe(out.disk); !d.empty()) extra.emplace_back("X-Warmslot-Disk", d);
             if (!out.rewrites.empty()) extra.emplace_back("X-Warmslot-Rewrites", out.rewrites);
             out.backend = b.name;
@@ -238,9 +242,10 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                     if (disk_) disk_->check(t.p.backend, out.disk, stats);
                     reg_.complete(t, fp ? &*fp : nullptr, stats, clock::now());
                 };
-                std::string prepared = cfg.routing.enabled
-                                           ? prepared_body(ex.request.body(), body, pin ? slot : std::nullopt)
-                                           : ex.request.body();
+                std::string prepared =
+                    cfg.routing.enabled
+                        ? prepared_body(ex.request.body(), body, pin ? slot : std::nullopt)
+                        : ex.request.body();
                 const auto result = co_await try_backend(ex, *conn, st, out, cfg, b,
                                                          std::move(prepared), extra);
                 st.current = nullptr;

@@ -3,9 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <optional>
-#include <utility>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "api/endpoints.hpp"
@@ -51,18 +51,30 @@ void check_routes(const std::vector<route_case>& cases) {
 }
 
 constexpr std::string_view json_posts[] = {
-    "/v1/chat/completions",      "/chat/completions",
-    "/v1/completions",           "/completions",
-    "/v1/embeddings",            "/embeddings",
-    "/embedding",                "/completion",
-    "/tokenize",                 "/detokenize",
-    "/apply-template",           "/v1/responses",
-    "/responses",                "/v1/messages",
-    "/v1/messages/count_tokens", "/infill",
-    "/rerank",                   "/reranking",
-    "/v1/rerank",                "/v1/reranking",
-    "/v1/chat/completions/input_tokens", "/chat/completions/input_tokens",
-    "/v1/responses/input_tokens", "/responses/input_tokens",
+    "/v1/chat/completions",
+    "/chat/completions",
+    "/v1/completions",
+    "/completions",
+    "/v1/embeddings",
+    "/embeddings",
+    "/embedding",
+    "/completion",
+    "/tokenize",
+    "/detokenize",
+    "/apply-template",
+    "/v1/responses",
+    "/responses",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/infill",
+    "/rerank",
+    "/reranking",
+    "/v1/rerank",
+    "/v1/reranking",
+    "/v1/chat/completions/input_tokens",
+    "/chat/completions/input_tokens",
+    "/v1/responses/input_tokens",
+    "/responses/input_tokens",
     "/v1/chat/completions/control",
 };
 constexpr std::string_view gets[] = {"/v1/models", "/models", "/props", "/slots", "/lora-adapters"};

@@ -428,10 +428,12 @@ TEST_CASE("rewrite: rules per model and bodies that are not chats") {
     const auto out = r.apply(body("dated"), "dated");
     REQUIRE(out.has_value());
     CHECK(rw::describe(out->applied) == "volatile_lines=1");
-    CHECK_FALSE(r.apply(json{{"model", "dated"}, {"prompt", "Current time: 12:00"}}, "dated").has_value());
-    CHECK(rw::describe(
-              r.apply(json{{"model", "dated"}, {"messages", json::array({"not an object"})}}, "dated")
-                  ->applied) == "none");
+    CHECK_FALSE(
+        r.apply(json{{"model", "dated"}, {"prompt", "Current time: 12:00"}}, "dated").has_value());
+    CHECK(
+        rw::describe(
+            r.apply(json{{"model", "dated"}, {"messages", json::array({"not an object"})}}, "dated")
+                ->applied) == "none");
 }
 
 TEST_CASE("rewrite: a revision note stays with the turn that first carried it") {
@@ -488,15 +490,15 @@ TEST_CASE("rewrite: system messages after the first user turn move to the front,
     settings.system_to_front = true;
     const rw::compiled_rules rules(settings);
     rw::memory mem(1 << 20);
-    const json body = chat({msg("system", "tools"), msg("user", "reminder\nquestion"),
-                            msg("system", "agents"), msg("assistant", "a"),
-                            msg("developer", "late"), msg("user", "next")});
+    const json body =
+        chat({msg("system", "tools"), msg("user", "reminder\nquestion"), msg("system", "agents"),
+              msg("assistant", "a"), msg("developer", "late"), msg("user", "next")});
     const auto r = send(rules, mem, body);
     CHECK(r.applied == std::vector<std::string>{"system_to_front=2"});
-    CHECK(r.body["messages"] == json::array({msg("system", "tools"), msg("system", "agents"),
-                                             msg("developer", "late"),
-                                             msg("user", "reminder\nquestion"),
-                                             msg("assistant", "a"), msg("user", "next")}));
+    CHECK(r.body["messages"] ==
+          json::array({msg("system", "tools"), msg("system", "agents"), msg("developer", "late"),
+                       msg("user", "reminder\nquestion"), msg("assistant", "a"),
+                       msg("user", "next")}));
     // Nothing late: nothing applied; off: nothing moves.
     CHECK_FALSE(send(rules, mem, chat({msg("system", "s"), msg("user", "q")})).changed());
     const rw::compiled_rules off{cfg::rewrite_rules{}};
@@ -517,12 +519,13 @@ TEST_CASE("rewrite: Anthropic Messages bodies go through the same rules and back
         {"max_tokens", 100},
         {"system", json::array({part("x-anthropic-billing-header: cc=1; cch=abcde;"),
                                 part("You are an agent.\nCurrent date: 2026-12-01\nBe careful.")})},
-        {"messages", json::array({msg("user", json::array({part("<system-reminder>today</system-reminder>"),
-                                                          part("Fix the bug.")})),
-                                  msg("system", "Agents: a, b, c."),
-                                  msg("user", json::array({{{"type", "tool_result"},
-                                                            {"tool_use_id", "t1"},
-                                                            {"content", "ok"}}}))})}};
+        {"messages",
+         json::array({msg("user", json::array({part("<system-reminder>today</system-reminder>"),
+                                               part("Fix the bug.")})),
+                      msg("system", "Agents: a, b, c."),
+                      msg("user", json::array({{{"type", "tool_result"},
+                                                {"tool_use_id", "t1"},
+                                                {"content", "ok"}}}))})}};
     const auto chat_form = rw::messages_to_chat(body);
     CHECK_FALSE(chat_form.contains("system"));
     CHECK(chat_form["messages"][0] == msg("system", body["system"]));
@@ -533,9 +536,9 @@ TEST_CASE("rewrite: Anthropic Messages bodies go through the same rules and back
     const json back = rw::chat_to_messages(r.body);
     CHECK(back["model"] == "m");
     CHECK(back["max_tokens"] == 100);
-    CHECK(back["system"] == json::array({part("x-anthropic-billing-header: cc=1; cch=abcde;"),
-                                         part("You are an agent.\nBe careful."),
-                                         part("\n\nAgents: a, b, c.")}));
+    CHECK(back["system"] ==
+          json::array({part("x-anthropic-billing-header: cc=1; cch=abcde;"),
+                       part("You are an agent.\nBe careful."), part("\n\nAgents: a, b, c.")}));
     REQUIRE(back["messages"].size() == 2);
     CHECK(back["messages"][0] == body["messages"][0]);
     // The moved date goes to the final user turn, before its tool result.
