@@ -15,11 +15,12 @@ enum class endpoint_kind {
     slot_action,        // POST /slots/...: warmslot's own tool, never exposed to clients
     admin,              // POST /admin/...: warmslot's own admin calls (service/admin.cpp)
     explain,            // POST /warmslot/explain: the rewritten request and the plan, not run
+    dashboard,          // GET /warmslot/...: the dashboard page, its files and status JSON
 };
 
 struct endpoint {
     endpoint_kind kind;
-    bool needs_auth; // false only for /health
+    bool needs_auth; // false only for /health and the dashboard's page and files (no data)
 };
 
 // Classifies a request by method and target (the query string is ignored for matching).
