@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash deploy/install-deps.sh
+bash deploy/install-deps.sh --browser  # Chromium: the dashboard test drives the page
 build=${WARMSLOT_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWARMSLOT_WERROR=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
@@ -18,7 +18,8 @@ fi
 
 bash tests/llama/llama-server.sh >/dev/null
 for arch in llama qwen35 gemma2; do bash tests/models/models.sh "$arch" >/dev/null; done
-(cd tests/integration && npm ci --no-audit --no-fund --loglevel=error)
+# puppeteer-core drives the Debian Chromium: nothing is downloaded beside the npm packages.
+(cd tests/integration && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 
 ctest --test-dir "$build" --output-on-failure
 WARMSLOT_BIN="$PWD/$build/proxy/warmslot" node --test --test-concurrency=1 tests/integration/
