@@ -9,18 +9,19 @@ namespace {
 
 using nlohmann::json;
 
-// Text of a message content: a string, or the text parts of an array.
-std::string text_of(const json& content) {
-    if (content.is_string()) return content.get<std::string>();
-    std::string out;
-    if (!content.is_array()) return out;
+// The text of a message content: a string (viewed in place: documents are long, and this runs
+// once per request), or the text parts of an array joined into `joined`.
+std::string_view text_of(const json& content, std::string& joined) {
+    if (content.is_string()) return content.get_ref<const std::string&>();
+    joined.clear();
+    if (!content.is_array()) return joined;
     for (const auto& part : content) {
         if (part.is_object() && part.contains("text") && part["text"].is_string()) {
-            if (!out.empty()) out += ' ';
-            out += part["text"].get<std::string>();
+            if (!joined.empty()) joined += ' ';
+            joined += part["text"].get_ref<const std::string&>();
         }
     }
-    return out;
+    return joined;
 }
 
 json opt(const std::optional<long>& v) { return v ? json(*v) : json(nullptr); }
@@ -181,23 +182,29 @@ std::string body_preview(const json& body) {
         // The prefix a slot keeps is everything before the final turn; its longest message is
         // what a person recognises it by (the document, or the system prompt).
         const std::size_t n = m.size() > 1 ? m.size() - 1 : m.size();
-        std::string best;
+        std::string best_joined, joined;
+        std::string_view best;
+        auto consider = [&](const json& content) {
+            const auto t = text_of(content, joined);
+            if (t.size() <= best.size()) return;
+            if (t.data() == joined.data()) {  // keep a joined text alive past the next one
+                best_joined.swap(joined);
+                best = best_joined;
+            } else {
+                best = t;
+            }
+        };
         for (std::size_t i = 0; i < n; ++i) {
-            if (!m[i].is_object() || !m[i].contains("content")) continue;
-            auto t = text_of(m[i]["content"]);
-            if (t.size() > best.size()) best = std::move(t);
+            if (m[i].is_object() && m[i].contains("content")) consider(m[i]["content"]);
         }
-        if (body.contains("system")) {  // Anthropic-style top-level system
-            auto t = text_of(body["system"]);
-            if (t.size() > best.size()) best = std::move(t);
-        }
+        if (body.contains("system")) consider(body["system"]);  // Anthropic-style top level
         return preview_text(best, preview_chars);
     }
     if (body.contains("prompt")) {
         const auto& p = body["prompt"];
-        if (p.is_string()) return preview_text(p.get<std::string>(), preview_chars);
+        if (p.is_string()) return preview_text(p.get_ref<const std::string&>(), preview_chars);
         if (p.is_array() && !p.empty() && p[0].is_string())
-            return preview_text(p[0].get<std::string>(), preview_chars);
+            return preview_text(p[0].get_ref<const std::string&>(), preview_chars);
     }
     return "";
 }
