@@ -51,7 +51,8 @@ void activity::record(request_record r) {
     // A clock step back lands in the newest bucket: buckets stay ordered.
     auto& b = series_.back();
     ++b.requests;
-    ++b.routes[static_cast<std::size_t>(group_of(r.route))];
+    // Requests that never reached a backend (admin calls, refusals) have no route.
+    if (!r.route.empty()) ++b.routes[static_cast<std::size_t>(group_of(r.route))];
     if (r.processed) b.processed += static_cast<std::uint64_t>(std::max(0L, *r.processed));
     if (r.cached) b.reused += static_cast<std::uint64_t>(std::max(0L, *r.cached));
     if (r.processed) {

@@ -64,7 +64,7 @@ struct bucket {
     double saved_seconds = 0;
     double prompt_ms_sum = 0;  // over requests with timings
     std::uint64_t timed = 0;
-    std::array<std::uint64_t, route_groups> routes{};
+    std::array<std::uint64_t, route_groups> routes{};  // of requests that reached a backend
 };
 
 struct disk_counts {

@@ -77,7 +77,8 @@ TEST_CASE("activity: buckets of 5 s sum tokens, routes and saved seconds; the ri
     CHECK(v.series[0].routes[1] == 1);  // miss
     CHECK(v.series[1].requests == 2);
     CHECK(v.series[1].saved_seconds == doctest::Approx(6.5));  // increase of the running total
-    CHECK(v.series[1].timed == 1);  // the request without timings has no prefill time
+    CHECK(v.series[1].timed == 1);      // the request without timings has no prefill time
+    CHECK(v.series[1].routes[3] == 0);  // nor a route: it never reached a backend
     CHECK(v.requests.size() == 4);
     CHECK(v.requests[3].saved_seconds == 0);
     CHECK(v.disk.restores == 1);
@@ -115,7 +116,9 @@ TEST_CASE("preview_text: whitespace folded, cut on characters, not bytes") {
     CHECK(status::preview_text("abcdef", 3) == "abc…");
     CHECK(status::preview_text("abc   ", 3) == "abc");
     CHECK(status::preview_text("日本語の文書です", 3) == "日本語…");
-    CHECK(status::preview_text("a\x01" "b", 10) == "ab");
+    CHECK(status::preview_text("a\x01"
+                               "b",
+                               10) == "ab");
     CHECK(status::preview_text("ab\xE6\x97", 10) == "ab");  // a cut sequence at the end
     CHECK(status::preview_text("", 10).empty());
 }
