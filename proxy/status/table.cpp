@@ -99,7 +99,7 @@ std::string disk(const json& s, double now_s) {
         out +=
             fmt::format("{}: {} of {}\n", text(dir, "dir"), human_bytes(number(dir, "used_bytes")),
                         human_bytes(number(dir, "budget_bytes")));
-        std::vector<row> rows{{"FILE", "TOKENS", "SIZE", "VALUE", "HITS", "LAST USE"}};
+        std::vector<row> rows{{"FILE", "TOKENS", "SIZE", "VALUE", "RESTORES", "LAST USE"}};
         for (const auto& f : list(dir, "files")) {
             rows.push_back({text(f, "file"), text(f, "tokens"), human_bytes(number(f, "bytes")),
                             fmt::format("{:.1f}s", number(f, "value_seconds")), text(f, "hits"),
