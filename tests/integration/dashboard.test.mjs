@@ -65,8 +65,9 @@ test('the dashboard shows slots, disk, charts and requests; its actions work; ke
     let llama = await startLlama({ arch: 'llama', slots: 3, ctx: 16384 });
     const ws = await startWarmslot({ backends: [{ name: 'gpu0', url: llama.url, slotSaveDir: llama.saveDir }],
       extra: settings, apiKeys: [key] });
-    const browser = await launchBrowser();
+    let browser;
     try {
+      browser = await launchBrowser();
       await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
       const docs = [makeDocument(901, 6000), makeDocument(902, 6000)];
       for (const [i, d] of docs.entries()) {
@@ -162,7 +163,7 @@ test('the dashboard shows slots, disk, charts and requests; its actions work; ke
       assert.match(cli.stdout, /restored \d+ tokens/);
       assert.match(cli.stdout, /ws-[0-9a-f]+\.bin/);
     } finally {
-      await browser.close();
+      await browser?.close();
       await ws.stop();
       await llama.stop();
     }
