@@ -30,7 +30,7 @@ function askForKey(message) {
   setState('API key needed', 'bad');
 }
 
-// --- small DOM helpers ---
+// --- building the DOM ---
 function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
