@@ -53,7 +53,8 @@ endpoint classify(std::string_view method, std::string_view target) noexcept {
     }
     if (path == "/warmslot" || path.starts_with("/warmslot/")) {  // its page, files and data
         if (get) return {endpoint_kind::dashboard, path == "/warmslot/status"};
-        if (path == "/warmslot/status" || path.size() <= 10) return {endpoint_kind::method_not_allowed, true};
+        if (path == "/warmslot/status" || path.size() <= 10)
+            return {endpoint_kind::method_not_allowed, true};
     }
     if (path.starts_with("/slots/")) {
         return {endpoint_kind::slot_action, true};
