@@ -2,6 +2,8 @@
 # Installs every Debian 12 package warmslot needs to build, run and test, and to build and
 # test its Debian package (debhelper, go-md2man for the manual page, lintian, mmdebstrap).
 # Safe to run again: apt-get skips what is already there.
+#   --browser  also Chromium, for the dashboard test (tests/integration/dashboard.test.mjs);
+#              large (about 300 MB installed), so only the test run asks for it.
 set -euo pipefail
 
 packages=(
@@ -15,6 +17,12 @@ packages=(
 # haproxy and iproute2 (ip netns): the multi-host setup in deploy/cluster/ and its test.
 # The pinned llama-server and the openai client tests come from npm.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+for arg in "$@"; do
+  case "$arg" in
+    --browser) packages+=(chromium) ;;
+    *) echo "usage: install-deps.sh [--browser]" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

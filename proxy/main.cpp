@@ -7,6 +7,7 @@
 #include "app/app.hpp"
 #include "app/process.hpp"
 #include "app/service.hpp"
+#include "app/status_command.hpp"
 #include "app/warm_command.hpp"
 #include "config/config.hpp"
 
@@ -17,6 +18,8 @@ int usage(int code) {
                "       warmslot check-config FILE\n"
                "       warmslot warm --model M --system FILE [--doc FILE ...]\n"
                "                     [--url http://127.0.0.1:8080] [--api-key-env VAR]\n"
+               "       warmslot status [--url http://127.0.0.1:8080] [--api-key-env VAR]\n"
+               "                       [--requests N] [--json]\n"
                "       warmslot service install|uninstall|start|stop   (Windows)\n"
                "       warmslot --version\n", code == 0 ? stdout : stderr);
     return code;
@@ -34,6 +37,7 @@ int main(int argc, char** argv) {
         if (cmd == "--help" || cmd == "-h") return usage(0);
         if (cmd == "service") return warmslot::app::service_command({argv + 2, argv + argc});
         if (cmd == "warm") return warmslot::app::warm_command({argv + 2, argv + argc});
+        if (cmd == "status") return warmslot::app::status_command({argv + 2, argv + argc});
         // How supervised backends are started (app/process.hpp); not for interactive use.
         if (cmd == "exec-child") return warmslot::app::exec_child({argv + 2, argv + argc});
         if (argc == 3 && cmd == "check-config") {

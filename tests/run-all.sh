@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash deploy/install-deps.sh
+bash deploy/install-deps.sh --browser  # Chromium: the dashboard test drives the page
 build=${WARMSLOT_BUILD_DIR:-build}
 # ccache keyed by paths relative to the checkout: another clone on the same machine (a CI run)
 # reuses the objects of this one, and the package build (deploy/debian/build-deb.sh) uses it too.
@@ -26,7 +26,8 @@ fi
 
 bash tests/llama/llama-server.sh >/dev/null
 for arch in llama qwen35 gemma2; do bash tests/models/models.sh "$arch" >/dev/null; done
-(cd tests/integration && npm ci --no-audit --no-fund --loglevel=error)
+# puppeteer-core drives the Debian Chromium: nothing is downloaded beside the npm packages.
+(cd tests/integration && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 
 ctest --test-dir "$build" --output-on-failure
 WARMSLOT_BIN="$PWD/$build/proxy/warmslot" node --test --test-concurrency=1 tests/integration/

@@ -80,6 +80,12 @@ endpoint classify_path(std::string_view method, std::string_view path) noexcept 
     if (path == "/warmslot/explain") {
         return {post ? endpoint_kind::explain : endpoint_kind::method_not_allowed};
     }
+    if (path == "/warmslot" || path.starts_with("/warmslot/")) {  // its page, files and data
+        if (get) return {endpoint_kind::dashboard, path == "/warmslot/status"};
+        if (path == "/warmslot/status" || path.size() <= 10) {
+            return {endpoint_kind::method_not_allowed};
+        }
+    }
     if (path.starts_with("/slots/")) {
         return {endpoint_kind::slot_action};
     }

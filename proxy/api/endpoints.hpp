@@ -16,6 +16,7 @@ enum class endpoint_kind {
     slot_action,         // POST /slots/...: warmslot's own tool, never exposed to clients
     admin,               // POST /admin/...: warmslot's own admin calls (service/admin.cpp)
     explain,             // POST /warmslot/explain: the rewritten request and the plan, not run
+    dashboard,           // GET /warmslot/...: the dashboard page, its files and status JSON
 };
 
 // The request shape of a forwarded JSON body: what the cache can read a prompt from.
@@ -35,7 +36,7 @@ enum class error_dialect {
 
 struct endpoint {
     endpoint_kind kind;
-    bool needs_auth = true;  // false only for /health
+    bool needs_auth = true;  // false only for /health and the dashboard's page and files (no data)
     api_shape shape = api_shape::none;
     error_dialect dialect = error_dialect::openai;
 };

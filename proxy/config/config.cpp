@@ -249,6 +249,13 @@ log_settings reader::read_log(const entry& e) const {
     return out;
 }
 
+dashboard_settings reader::read_dashboard(const entry& e) const {
+    dashboard_settings out;
+    read_map(e, {{"enabled", [&](const entry& v) { out.enabled = read_bool(v); }},
+                 {"previews", [&](const entry& v) { out.previews = read_bool(v); }}});
+    return out;
+}
+
 routing_settings reader::read_routing(const entry& e) const {
     routing_settings out;
     read_map(e, {{"enabled", [&](const entry& v) { out.enabled = read_bool(v); }},
@@ -463,7 +470,8 @@ config reader::read(const YAML::Node& root) {
                         have_cache = true;
                     }},
                    {"rewrite", [&](const entry& v) { c.rewrite = read_rewrite(v); }},
-                   {"log", [&](const entry& v) { c.log = read_log(v); }}});
+                   {"log", [&](const entry& v) { c.log = read_log(v); }},
+                   {"dashboard", [&](const entry& v) { c.dashboard = read_dashboard(v); }}});
     if (backends_line == 0)
         fail(top.line, "backends", "is required; list at least one llama-server");
     if (!have_cache) c.cache.dir = default_cache_dir();

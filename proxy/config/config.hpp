@@ -136,6 +136,12 @@ struct log_settings {
     bool access = true;          // one access line per request
 };
 
+// The dashboard page (GET /warmslot/) and its JSON (GET /warmslot/status).
+struct dashboard_settings {
+    bool enabled = true;   // false: both answer 404
+    bool previews = true;  // keep and show the first characters of what each slot holds
+};
+
 struct config {
     listen_address listen;
     std::vector<backend> backends;
@@ -147,6 +153,7 @@ struct config {
     cache_settings cache;
     rewrite_settings rewrite;
     log_settings log;
+    dashboard_settings dashboard;
 };
 
 // A config that cannot be used. `what()` reads "<source>:<line>: <key path>: <problem>",

@@ -61,6 +61,7 @@ class reader {
     limits read_limits(const entry& e) const;
     timeouts read_timeouts(const entry& e) const;
     log_settings read_log(const entry& e) const;
+    dashboard_settings read_dashboard(const entry& e) const;
     routing_settings read_routing(const entry& e) const;
     cache_settings read_cache(const entry& e) const;
     std::string default_cache_dir() const;

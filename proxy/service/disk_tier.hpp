@@ -54,6 +54,12 @@ struct save_report {
 nlohmann::json to_json(const slot_report& r);
 nlohmann::json to_json(const save_report& r);
 
+// One slot directory as its index lists it (the dashboard's disk panel).
+struct disk_listing {
+    std::string dir;
+    std::vector<cache::snapshot> files;
+};
+
 // A warm-up that could not run at all (no backend for the model, no idle slot, ...).
 struct warm_error {
     api::error_kind kind;
@@ -92,6 +98,9 @@ public:
     // `model` is the name to route by ("" = any backend). POST /admin/warm.
     awaitable<std::variant<slot_report, warm_error>> warm(upstream::pool& pool,
                                                           nlohmann::json body, std::string model);
+
+    // Every open index's files, read on the index thread (service/disk_listing.cpp).
+    awaitable<std::vector<disk_listing>> listing();
 
 private:
     struct prefix;  // service/disk_prefix.hpp

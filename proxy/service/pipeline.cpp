@@ -70,6 +70,8 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
         co_await admin(ex, out);
     } else if (ep.kind == api::endpoint_kind::explain) {
         co_await explain(ex, out, body);
+    } else if (ep.kind == api::endpoint_kind::dashboard) {
+        co_await dashboard(ex, out);
     } else if ((path == "/v1/models" || path == "/models") && config::active_backends(*out.cfg) > 1) {
         co_await models(ex, out);
     } else {
@@ -81,6 +83,7 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
     }
     const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
     log_access(ex, out, took.count());
+    record(ex, out, body, took.count());
 }
 
 // Why a request is refused before it reaches a backend, if it is. `body` is the parsed JSON
@@ -116,6 +119,7 @@ std::optional<rejection> pipeline::check(const config::config& cfg,
         case api::endpoint_kind::health:
         case api::endpoint_kind::metrics:
         case api::endpoint_kind::admin:
+        case api::endpoint_kind::dashboard:
         case api::endpoint_kind::forward_get:
             return std::nullopt;
     }

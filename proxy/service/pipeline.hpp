@@ -21,6 +21,7 @@
 #include "rewrite/rewrite.hpp"
 #include "routing/registry.hpp"
 #include "service/disk_tier.hpp"
+#include "status/activity.hpp"
 #include "upstream/pool.hpp"
 
 namespace warmslot::service {
@@ -94,6 +95,11 @@ private:
     std::optional<rewrite::result> apply_rewrites(http_server::exchange& ex, nlohmann::json& body,
                                                   outcome& out);
     awaitable<void> explain(http_server::exchange& ex, outcome& out, nlohmann::json& body);
+    // The dashboard (service/dashboard.cpp): its page and status JSON, and what it remembers of
+    // each request (called where the access line is written).
+    awaitable<void> dashboard(http_server::exchange& ex, outcome& out);
+    void record(const http_server::exchange& ex, const outcome& out, const nlohmann::json& body,
+                double ms);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
     std::optional<rejection> check(const config::config& cfg,
@@ -109,6 +115,7 @@ private:
     rewrite::rewriter rewriter_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
     std::vector<std::unique_ptr<watch_list>> watches_;    // one per worker
+    status::activity activity_;                            // thread-safe
 };
 
 }  // namespace warmslot::service

@@ -49,7 +49,7 @@ const modelRules = (yaml) => `${url}rewrite:\n  models:\n    m:\n${yaml.replace(
 const cases = [
   ['minimal url backend', url, true],
   ['minimal command backend', cmd(), true],
-  ['every section empty', `${url}api_keys:\nlimits:\ntimeouts:\nrouting:\ncache:\nrewrite:\nlog:\n`, true],
+  ['every section empty', `${url}api_keys:\nlimits:\ntimeouts:\nrouting:\ncache:\nrewrite:\nlog:\ndashboard:\n`, true],
   ['every rewrite block empty', `${rules('volatile_lines:\ndocuments:\n')}  models:\n    m:\n`, true],
   ['every rewrite key', `${url}rewrite:
   memory: 1TiB
@@ -95,6 +95,7 @@ routing: {enabled: false, short_request_tokens: 0, long_segment_tokens: 1, scrat
 cache: {enabled: true, dir: /var/lib/warmslot, max_disk: 1073741824, min_prefix_tokens: 1,
         snapshot_after_uses: 3}
 log: {level: trace, access: false}
+dashboard: {enabled: false, previews: false}
 `, true],
   ['listen on all interfaces', `listen: 0.0.0.0:8080\n${url}`, true],
   ['size as a plain number', `${url}limits:\n  max_body_bytes: 4096\n`, true],
@@ -142,6 +143,7 @@ log: {level: trace, access: false}
   ['zero start_timeout', cmd('    start_timeout: 0ms\n'), false],
   ['bad log level', `${url}log:\n  level: verbose\n`, false],
   ['yes is not a boolean', `${url}log:\n  access: yes\n`, false],
+  ['previews is a boolean', `${url}dashboard:\n  previews: 'no'\n`, false],
   ['count out of range', `${url}limits:\n  max_connections: 0\n`, false],
   ['scratch_min_slots 1', `${url}routing:\n  scratch_min_slots: 1\n`, false],
   ['count with a unit', `${url}routing:\n  long_segment_tokens: 1k\n`, false],
@@ -221,6 +223,7 @@ const maps = {
   cache: schema.properties.cache,
   rewrite: schema.properties.rewrite,
   log: schema.properties.log,
+  dashboard: schema.properties.dashboard,
 };
 // Maps below those, each with a config that puts an unknown key there.
 const rulesBlock = schema.definitions.rewrite_rules;

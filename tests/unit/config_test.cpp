@@ -111,7 +111,10 @@ TEST_CASE("config: every key set") {
         "  shutdown_grace: 1ms\n"
         "log:\n"
         "  level: debug\n"
-        "  access: false\n");
+        "  access: false\n"
+        "dashboard:\n"
+        "  enabled: false\n"
+        "  previews: false\n");
     CHECK(c.listen.host == "::1");
     CHECK(c.listen.port == 0);
     REQUIRE(c.backends.size() == 3);
@@ -140,16 +143,20 @@ TEST_CASE("config: every key set") {
     CHECK(c.timeouts.shutdown_grace == milliseconds{1});
     CHECK(c.log.level == "debug");
     CHECK(c.log.access == false);
+    CHECK(c.dashboard.enabled == false);
+    CHECK(c.dashboard.previews == false);
 }
 
 TEST_CASE("config: accepted variants") {
     SUBCASE("empty sections keep their defaults") {
         const cfg::config c =
-            parse(std::string(one_backend) + "api_keys:\nlimits:\ntimeouts:\nlog:\n");
+            parse(std::string(one_backend) + "api_keys:\nlimits:\ntimeouts:\nlog:\ndashboard:\n");
         CHECK(c.api_keys.empty());
         CHECK(c.limits.max_connections == 1024);
         CHECK(c.timeouts.connect == milliseconds{5'000});
         CHECK(c.log.level == "info");
+        CHECK(c.dashboard.enabled);
+        CHECK(c.dashboard.previews);
     }
     SUBCASE("an explicit empty key list means no authentication") {
         CHECK(parse(std::string(one_backend) + "api_keys: []\n").api_keys.empty());
@@ -361,6 +368,8 @@ TEST_CASE("config: log is validated") {
         {"log:\n  access: yes\n", "log.access", 2, "expected true or false"},
         {"log:\n  access: 1\n", "log.access", 2, "expected true or false"},
         {"log:\n  access: [true]\n", "log.access", 2, "found a list"},
+        {"dashboard:\n  previews: no\n", "dashboard.previews", 2, "expected true or false"},
+        {"dashboard:\n  preview: false\n", "dashboard.preview", 2, "unknown key"},
     };
     for (const bad_case& c : cases) check_rejected(c);
 }

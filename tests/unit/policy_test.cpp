@@ -36,6 +36,7 @@ std::string_view kind_name(endpoint_kind k) {
         case endpoint_kind::slot_action: return "slot_action";
         case endpoint_kind::admin: return "admin";
         case endpoint_kind::explain: return "explain";
+        case endpoint_kind::dashboard: return "dashboard";
     }
     return "?";
 }
@@ -97,6 +98,17 @@ TEST_CASE("classify: POST /warmslot/explain is warmslot's own, behind the API ke
                   {"POST", "/warmslot/explain?x=1", endpoint_kind::explain, true},
                   {"GET", "/warmslot/explain", endpoint_kind::method_not_allowed, true},
                   {"POST", "/warmslot/other", endpoint_kind::not_found, true}});
+}
+
+TEST_CASE("classify: GET /warmslot/... is the dashboard; only its data needs the API key") {
+    check_routes({{"GET", "/warmslot/", endpoint_kind::dashboard, false},
+                  {"GET", "/warmslot", endpoint_kind::dashboard, false},
+                  {"GET", "/warmslot/dashboard.js?v=1", endpoint_kind::dashboard, false},
+                  {"GET", "/warmslot/status", endpoint_kind::dashboard, true},
+                  {"GET", "/warmslot/status?x=1", endpoint_kind::dashboard, true},
+                  {"POST", "/warmslot/status", endpoint_kind::method_not_allowed, true},
+                  {"POST", "/warmslot/", endpoint_kind::method_not_allowed, true},
+                  {"DELETE", "/warmslot/anything", endpoint_kind::not_found, true}});
 }
 
 TEST_CASE("classify: every GET endpoint is forwarded on GET only") {

@@ -1,0 +1,32 @@
+// The HTTP client of warmslot's own short-lived commands (`warmslot warm`, `warmslot status`):
+// one blocking call to a running warmslot. Not for the server: it runs its own io_context.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace warmslot::app {
+
+struct client_target {
+    std::string host;
+    std::uint16_t port = 0;
+    std::string key;  // "" = no Authorization header. Never printed.
+};
+
+// From --url and --api-key-env (may be ""). Throws std::runtime_error with a clear message.
+client_target client_target_of(const std::string& url, const std::string& api_key_env);
+
+struct client_response {
+    unsigned status = 0;
+    std::string body;
+};
+
+// GET (post false) or POST with a JSON body. Throws on connection and protocol errors.
+client_response client_call(const client_target& t, bool post, std::string target, std::string body,
+                            std::chrono::seconds timeout);
+
+// The OpenAI-shaped error's message, else the start of the body.
+std::string error_message(const client_response& r);
+
+}  // namespace warmslot::app
