@@ -1,5 +1,7 @@
 #include "api/admin.hpp"
 
+#include "api/json_parse.hpp"
+
 namespace warmslot::api {
 
 using nlohmann::json;
@@ -48,7 +50,7 @@ std::variant<std::optional<std::string>, std::string> parse_snapshot_request(
     if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
         return std::optional<std::string>();
     }
-    const json j = json::parse(body, nullptr, false);
+    const json j = parse_json(body);
     if (j.is_discarded() || !j.is_object())
         return std::string("request body must be a JSON object");
     for (const auto& [key, value] : j.items()) {

@@ -19,8 +19,8 @@ using json_text::utf8_length;
 
 using nlohmann::json;
 
-// Deeper documents go to nlohmann, which has no limit of its own.
-constexpr int max_depth = 128;
+// Deeper documents are refused (parse_json's contract).
+constexpr int max_depth = max_json_depth;
 
 // Hexadecimal digits' values; -1 for every other byte.
 constexpr auto hex_values = [] {
@@ -339,9 +339,33 @@ bool fast_parser::number(json& out) {
 
 }  // namespace
 
+// Whether `text` opens more than `limit` arrays and objects inside each other, brackets in
+// strings not counted. Linear, no recursion: it runs before anything that would recurse.
+bool nests_deeper_than(std::string_view text, int limit) {
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit) return true;
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return false;
+}
+
 json parse_json(std::string_view text) {
     json out;
     if (fast_parser(text).document(out)) return out;
+    // nlohmann parses any depth, but copying, dumping and fingerprinting such a value recurse:
+    // a few megabytes of brackets would overflow a worker's stack.
+    if (nests_deeper_than(text, max_depth)) return json(json::value_t::discarded);
     return json::parse(text, nullptr, false);
 }
 

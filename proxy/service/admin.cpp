@@ -2,6 +2,7 @@
 //   POST /admin/snapshot  save the valuable prefixes idle slots hold (disk_tier::save_valuable)
 //   POST /admin/warm      prime and save a system prompt and documents ahead of time
 // Request shapes and the warm-up's message layout: api/admin.hpp.
+#include "api/json_parse.hpp"
 #include "api/admin.hpp"
 
 #include <nlohmann/json.hpp>
@@ -54,7 +55,7 @@ awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
         admin_log()->info("req={} admin snapshot: {} saved, {} skipped", ex.id,
                           report["saved"].size(), report["skipped"].size());
     } else if (path == "/admin/warm") {
-        const auto body = nlohmann::json::parse(ex.request.body(), nullptr, false);
+        const auto body = api::parse_json(ex.request.body());
         if (body.is_discarded()) {
             co_await fail(ex, out, api::error_kind::invalid_json, "request body is not valid JSON");
             co_return;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "api/json_parse.hpp"
 #include "api/endpoints.hpp"
 #include "service/pipeline.hpp"
 #include "status/assets.hpp"
@@ -28,7 +29,7 @@ bool recorded(std::string_view path) {
 
 // What a warm-up puts on its slot: its longest text (POST /admin/warm).
 std::string warm_preview(const std::string& body) {
-    const auto j = nlohmann::json::parse(body, nullptr, false);
+    const auto j = api::parse_json(body);
     if (!j.is_object()) return "";
     std::string best;
     if (j.contains("system") && j["system"].is_string()) best = j["system"].get<std::string>();

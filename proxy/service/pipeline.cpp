@@ -52,15 +52,18 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
     out.cls.ep = api::classify(std::string_view(ex.request.method_string()),
                                std::string_view(ex.request.target()));
     const auto& ep = out.cls.ep;
+    // The key check comes before the body is parsed: a client without a key costs no parsing.
+    const bool allowed = !ep.needs_auth || authorized(*out.cfg, ex.request);
     nlohmann::json body;
-    if (ep.kind == api::endpoint_kind::forward_json || ep.kind == api::endpoint_kind::explain) {
+    if (allowed &&
+        (ep.kind == api::endpoint_kind::forward_json || ep.kind == api::endpoint_kind::explain)) {
         body = api::parse_json(ex.request.body());
         if (const auto m = body.find("model"); m != body.end() && m->is_string()) {
             out.cls.model = m->get<std::string>();
         }
     }
     const auto path = api::path_of(std::string_view(ex.request.target()));
-    if (auto refused = check(*out.cfg, ex.request, ep, &body)) {
+    if (auto refused = check(ex.request, ep, allowed, &body)) {
         co_await fail(ex, out, refused->kind, std::move(refused->message));
     } else if (ep.kind == api::endpoint_kind::health) {
         co_await health(ex, out);
@@ -88,12 +91,11 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
 
 // Why a request is refused before it reaches a backend, if it is. `body` is the parsed JSON
 // body of forward_json endpoints (null: absent or not JSON).
-std::optional<rejection> pipeline::check(const config::config& cfg,
-                                         const http::request<http::string_body>& req,
-                                         const api::endpoint& ep,
+std::optional<rejection> pipeline::check(const http::request<http::string_body>& req,
+                                         const api::endpoint& ep, bool allowed,
                                          const nlohmann::json* body) const {
     const std::string path(api::path_of(std::string_view(req.target())));
-    if (ep.needs_auth && !authorized(cfg, req)) {
+    if (!allowed) {
         return rejection{api::error_kind::unauthorized,
                          "missing or invalid API key (send Authorization: Bearer <key> or "
                          "x-api-key: <key>)"};
@@ -110,7 +112,9 @@ std::optional<rejection> pipeline::check(const config::config& cfg,
         case api::endpoint_kind::forward_json:
         case api::endpoint_kind::explain:
             if (!body || body->is_discarded()) {
-                return rejection{api::error_kind::invalid_json, "request body is not valid JSON"};
+                return rejection{api::error_kind::invalid_json,
+                                 "request body is not valid JSON, or nests arrays and objects "
+                                 "deeper than " + std::to_string(api::max_json_depth) + " levels"};
             }
             if (!body->is_object()) {
                 return rejection{api::error_kind::bad_request, "request body must be a JSON object"};

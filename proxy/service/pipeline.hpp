@@ -102,9 +102,10 @@ private:
                 double ms);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
-    std::optional<rejection> check(const config::config& cfg,
-                                   const http::request<http::string_body>& req,
-                                   const api::endpoint& ep, const nlohmann::json* body) const;
+    // `allowed`: the API key check passed (or the endpoint needs none).
+    std::optional<rejection> check(const http::request<http::string_body>& req,
+                                   const api::endpoint& ep, bool allowed,
+                                   const nlohmann::json* body) const;
     bool authorized(const config::config& cfg, const http::request<http::string_body>& req) const;
     void log_access(const http_server::exchange& ex, const outcome& out, double ms) const;
 

@@ -119,15 +119,27 @@ TEST_CASE("parse_json matches nlohmann on the edge-case table") {
     }
 }
 
-TEST_CASE("parse_json matches nlohmann on deep nesting") {
-    for (const int depth : {1, 127, 128, 129, 130, 1000}) {
+TEST_CASE("parse_json matches nlohmann up to max_json_depth and refuses deeper documents") {
+    for (const int depth : {1, 127, 128}) {
         CAPTURE(depth);
         CHECK(agrees(nested(depth, "[", "1", "]")));
         CHECK(agrees(nested(depth, "{\"k\":", "1", "}")));
-        CHECK(agrees(nested(depth, "[{\"a\":", "[]", "}]")));
+        CHECK(agrees(nested((depth - 1) / 2, "[{\"a\":", "[]", "}]")));  // 2 levels each, and []
         CHECK(agrees(nested(depth, "[", "", "")));
         CHECK_FALSE(parse_json(nested(depth, "[", "1", "]")).is_discarded());
+        // The slow path (an escape nlohmann reads) has the same bound.
+        CHECK_FALSE(parse_json(nested(depth, "[", "\"\\u00e9\"", "]")).is_discarded());
     }
+    for (const int depth : {129, 130, 1000, 1000000}) {
+        CAPTURE(depth);
+        CHECK(parse_json(nested(depth, "[", "1", "]")).is_discarded());
+        CHECK(parse_json(nested(depth, "{\"k\":", "\"\\u00e9\"", "}")).is_discarded());
+        CHECK(parse_json("{\"messages\":[],\"x\":" + nested(depth, "[", "", "]") + "}").is_discarded());
+    }
+    // Brackets inside strings do not count, escaped quotes included.
+    const std::string text = "[\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"]";
+    CHECK(agrees(text));
+    CHECK_FALSE(parse_json(text).is_discarded());
 }
 
 namespace {
