@@ -229,7 +229,8 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             out.route = extra[1].second;
             out.slot = pin ? slot : std::nullopt;
             for (int tries = 0; tries < 2 && !st.client_gone; ++tries) {
-                auto [ec, conn] = co_await pool.acquire(b.host, b.port, cfg.timeouts.connect);
+                // The retry after a stale pooled connection goes on a new one.
+                auto [ec, conn] = co_await pool.acquire(b.host, b.port, cfg.timeouts.connect, tries > 0);
                 if (ec) {
                     st.last_error = ec;
                     break;

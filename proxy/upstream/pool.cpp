@@ -6,9 +6,13 @@ namespace warmslot::upstream {
 
 awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host,
                                                                std::uint16_t port,
-                                                               std::chrono::milliseconds timeout) {
+                                                               std::chrono::milliseconds timeout,
+                                                               bool fresh) {
     std::string key = host + ":" + std::to_string(port);
     auto it = idle_.find(key);
+    // A pooled connection just turned out closed: the others idle since the same burst
+    // (llama-server closes its side after a streamed answer) are suspect too.
+    if (fresh && it != idle_.end()) it->second.clear();
     while (it != idle_.end() && !it->second.empty()) {
         connection_ptr c = std::move(it->second.back());
         it->second.pop_back();

@@ -35,9 +35,11 @@ public:
                   idle_timers timers = idle_timers::end)
         : ex_(std::move(ex)), max_idle_(max_idle_per_backend), timers_(timers) {}
 
-    // An idle connection to host:port, or a new one. Errors: connect refused, timeout, ...
+    // An idle connection to host:port, or a new one. `fresh`: always a new one (the idle ones
+    // to host:port are closed). Errors: connect refused, timeout, ...
     awaitable<std::pair<error_code, connection_ptr>> acquire(std::string host, std::uint16_t port,
-                                                             std::chrono::milliseconds timeout);
+                                                             std::chrono::milliseconds timeout,
+                                                             bool fresh = false);
 
     // Gives back a connection whose last response was read in full and allows keep-alive.
     void release(connection_ptr c);
