@@ -148,9 +148,7 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
     }
     if (ec) {
         st.last_error = ec;
-        const bool nothing_read = ec == http::error::end_of_stream || ec == net::error::eof ||
-                                  ec == net::error::connection_reset || ec == net::error::broken_pipe;
-        co_return up.reused && nothing_read ? attempt::stale_connection : attempt::backend_failed;
+        co_return upstream::stale(up, ec) ? attempt::stale_connection : attempt::backend_failed;
     }
     co_await relay(ex, up, p, st, out, cfg, extra);
     co_return attempt::relayed;

@@ -2,13 +2,23 @@
 
 namespace warmslot::upstream {
 
-awaitable<reply> call(pool& p, const config::backend& b, http::verb method, std::string target,
-                      std::string body, std::chrono::milliseconds timeout) {
+namespace {
+
+struct attempt {
     reply r;
-    auto [ec, conn] = co_await p.acquire(b.host, b.port, timeout);
+    bool stale = false;  // the pooled connection was closed: worth one more try on a new one
+};
+
+// One try; `fresh`: on a new connection.
+awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb method,
+                             std::string target, std::string body,
+                             std::chrono::milliseconds timeout, bool fresh) {
+    attempt a;
+    reply& r = a.r;
+    auto [ec, conn] = co_await p.acquire(b.host, b.port, timeout, fresh);
     if (ec) {
         r.ec = ec;
-        co_return r;
+        co_return a;
     }
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, conn->key);
@@ -21,19 +31,28 @@ awaitable<reply> call(pool& p, const config::backend& b, http::verb method, std:
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 * 1024 * 1024);
     if (!ec) std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, nothrow);
-    if (ec && conn->reused) {  // a kept-alive connection the peer had closed: once more, fresh
-        std::string again = std::move(req.body());
-        co_return co_await call(p, b, method, std::move(target), std::move(again), timeout);
-    }
     if (ec) {
+        a.stale = stale(*conn, ec);
         r.ec = ec;
-        co_return r;
+        co_return a;
     }
     auto res = parser.release();
     r.status = res.result_int();
     r.body = std::move(res.body());
     if (res.keep_alive()) p.release(std::move(conn));
-    co_return r;
+    co_return a;
+}
+
+}  // namespace
+
+// Sent again only when a pooled connection turned out closed before it answered: a slot save
+// that timed out is never sent twice.
+awaitable<reply> call(pool& p, const config::backend& b, http::verb method, std::string target,
+                      std::string body, std::chrono::milliseconds timeout) {
+    auto first = co_await call_once(p, b, method, target, body, timeout, false);
+    if (!first.stale) co_return std::move(first.r);
+    auto again = co_await call_once(p, b, method, std::move(target), std::move(body), timeout, true);
+    co_return std::move(again.r);
 }
 
 }  // namespace warmslot::upstream

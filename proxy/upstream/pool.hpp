@@ -24,6 +24,14 @@ struct connection {
 };
 using connection_ptr = std::unique_ptr<connection>;
 
+// A request on a kept-alive connection failed this way before any byte of an answer: the peer
+// had closed the connection while it sat idle, so the request never reached it and may be sent
+// again on a new connection. Any other failure (a timeout above all) is not retried.
+inline bool stale(const connection& c, error_code ec) {
+    return c.reused && (ec == http::error::end_of_stream || ec == net::error::eof ||
+                        ec == net::error::connection_reset || ec == net::error::broken_pipe);
+}
+
 class pool {
 public:
     // Whether an idle connection's deadline timer may stay armed until it wakes (a timer
