@@ -319,6 +319,8 @@ TEST_CASE("credentials and the conversation id stay at the proxy; other headers 
     req.set("X-Custom", "custom-value");
     req.set(http::field::user_agent, "component-test/1");
     req.set(http::field::accept, "application/json");
+    req.set("anthropic-version", "2023-06-01");
+    req.set("anthropic-beta", "prompt-caching-2024-07-31");
 
     const auto res = roundtrip(proxy.port(), req);
 
@@ -326,6 +328,8 @@ TEST_CASE("credentials and the conversation id stay at the proxy; other headers 
     const auto seen = stub.seen();
     REQUIRE(seen.requests.size() == 1);
     const auto& got = seen.requests[0];
+    CHECK(got.value("anthropic-version") == "2023-06-01");
+    CHECK(got.value("anthropic-beta") == "prompt-caching-2024-07-31");
     CHECK_FALSE(got.has("x-conversation-id"));
     CHECK_FALSE(got.has("authorization"));
     CHECK_FALSE(got.has("x-api-key"));
