@@ -21,6 +21,21 @@ void counter(std::string& out, std::string_view name, std::string_view help, dou
 
 awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
     const auto& cfg = *out.cfg;
+    if (!authorized(cfg, ex.request)) {
+        // A client without the key gets the bare status, from what the monitor last saw: no
+        // backend names or URLs, and no request to any backend on its behalf.
+        const auto views = reg_.snapshot();
+        bool any_ok = false;
+        for (std::size_t i = 0; i < cfg.backends.size() && i < views.size(); ++i) {
+            any_ok = any_ok || (!cfg.backends[i].retired && views[i].healthy);
+        }
+        out.status = any_ok ? 200 : 503;
+        const nlohmann::json report = {{"status", any_ok ? "ok" : "unavailable"}};
+        auto ec = co_await http_server::write_json(*ex.client, out.status, report.dump(),
+                                                   ex.keep_alive, ex.id, cfg.timeouts.stream_idle);
+        if (ec) ex.keep_alive = false;
+        co_return;
+    }
     auto& pool = *pools_[ex.worker];
     nlohmann::json backends = nlohmann::json::array();
     const auto views = reg_.snapshot();

@@ -402,7 +402,7 @@ TEST_CASE("a Content-Length over the limit gets 413") {
     CHECK(stub.seen().requests.empty());
 }
 
-TEST_CASE("API keys: missing or wrong 401, right 200, /health open") {
+TEST_CASE("API keys: missing or wrong 401, right 200, /health bare without one") {
     leak_check leaks;
     stub_upstream stub;
     auto cfg = make_config({backend_at("stub", stub.port())});
@@ -425,7 +425,17 @@ TEST_CASE("API keys: missing or wrong 401, right 200, /health open") {
     auto api_key = chat();
     api_key.set("X-Api-Key", "sk-one");
     CHECK(roundtrip(port, api_key).result_int() == 200);
-    CHECK(roundtrip(port, make_request(http::verb::get, "/health")).result_int() == 200);
+    // Without a key /health answers the bare status from the monitor's view (no monitor runs
+    // here, so: unavailable) and asks no backend; with a key it checks them.
+    const auto anonymous = roundtrip(port, make_request(http::verb::get, "/health"));
+    CHECK(anonymous.result_int() == 503);
+    CHECK(anonymous.body() == R"({"status":"unavailable"})");
+    CHECK(stub.seen().requests.size() == 2);
+    auto keyed = make_request(http::verb::get, "/health");
+    keyed.set(http::field::authorization, "Bearer sk-one");
+    const auto detailed = roundtrip(port, keyed);
+    CHECK(detailed.result_int() == 200);
+    CHECK(detailed.body().find("\"backends\"") != std::string::npos);
     CHECK(stub.seen().requests.size() == 3);
 }
 

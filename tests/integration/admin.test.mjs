@@ -43,7 +43,8 @@ async function ask(ws, body, headers = {}) {
 }
 
 async function routed(ws) {
-  await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+  const headers = { authorization: `Bearer ${key}` };  // details need the key where one is set
+  await waitFor('routing', async () => (await getJson(`${ws.url}/health`, { headers })).body.backends?.[0]?.routing, 30000);
 }
 
 const corrections = async (ws) =>

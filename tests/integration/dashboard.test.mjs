@@ -68,7 +68,7 @@ test('the dashboard shows slots, disk, charts and requests; its actions work; ke
     let browser;
     try {
       browser = await launchBrowser();
-      await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+      await waitFor('routing', async () => (await getJson(`${ws.url}/health`, { headers: auth })).body.backends?.[0]?.routing, 30000);
       const docs = [makeDocument(901, 6000), makeDocument(902, 6000)];
       for (const [i, d] of docs.entries()) {
         const r = await postJson(`${ws.url}/v1/chat/completions`, chat(d, `Question ${i}?`), auth);

@@ -104,8 +104,11 @@ test('errors come in the OpenAI shape', async () => {
   assert.equal(slotSave.status, 404, 'slot actions are not exposed');
 });
 
-test('/health reports warmslot and its backends without a key', async () => {
-  const health = await getJson(`${ws.url}/health`);
+test('/health: the bare status without a key, warmslot and its backends with one', async () => {
+  const anonymous = await getJson(`${ws.url}/health`);
+  assert.equal(anonymous.status, 200);
+  assert.deepEqual(anonymous.body, { status: 'ok' }, 'no backend names or URLs without the key');
+  const health = await getJson(`${ws.url}/health`, { headers: auth });
   assert.equal(health.status, 200);
   assert.equal(health.body.status, 'ok');
   assert.deepEqual(health.body.backends.map((b) => [b.name, b.status]), [['tiny', 'ok']]);

@@ -79,7 +79,7 @@ test('a config edit during a stream: the stream completes, the next request uses
     assert.equal(refused.body.error.type, 'authentication_error');
 
     await waitFor('the new backend to be healthy', async () => {
-      const h = await getJson(`${ws.url}/health`);
+      const h = await getJson(`${ws.url}/health`, { headers: bearer(keyNew) });
       return h.body.backends?.length === 1 && h.body.backends[0].name === 'second' &&
         h.body.backends[0].status === 'ok';
     }, 20000);
