@@ -51,6 +51,20 @@ bool parse_error(const error_code& ec) {
            ec != http::error::end_of_stream && ec != http::error::partial_message;
 }
 
+// Parses as much of a request header as `in` holds, without the body.
+error_code parse_buffered_header(http::request_parser<http::string_body>& p,
+                                 beast::flat_buffer& in) {
+    error_code ec;
+    p.eager(false);
+    while (!p.is_header_done() && in.size() > 0) {
+        const std::size_t used = p.put(in.data(), ec);
+        in.consume(used);
+        if (ec == http::error::need_more) return {};
+        if (ec || used == 0) break;
+    }
+    return ec;
+}
+
 bool too_many_fields(const http::fields& fields, std::size_t limit) {
     std::size_t n = 0;
     for (auto it = fields.begin(); it != fields.end(); ++it) {
@@ -304,7 +318,12 @@ awaitable<server::ending> server::serve_one(timed_stream& stream, beast::flat_bu
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(cfg->limits.max_header_bytes));
     parser.body_limit(cfg->limits.max_body_bytes);
-    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, nothrow);
+    // The header usually came whole with the first read: parsed here, without a read
+    // operation that would complete through the scheduler.
+    error_code ec = parse_buffered_header(parser, buffer);
+    if (!ec && !parser.is_header_done()) {
+        std::tie(ec, std::ignore) = co_await http::async_read_header(stream, buffer, parser, nothrow);
+    }
     const std::string id = fmt::format("{:x}", next_id_++);
     if (ec) co_return co_await answer_header_error(stream, ec, id, *cfg) ? ending::linger
                                                                           : ending::close;
