@@ -6,7 +6,12 @@
 // report, or a connection the server never closes (abort after 10 s) is a finding.
 // See tests/CMakeLists.txt (WARMSLOT_FUZZ).
 //
-//   build-fuzz/tests/http_fuzz -max_len=4096 -timeout=20 tests/fuzz/seeds/http
+//   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DWARMSLOT_FUZZ=ON
+//   cmake --build build-fuzz --target http_fuzz
+//   mkdir -p corpus && build-fuzz/tests/http_fuzz -max_len=4096 -timeout=20 corpus tests/fuzz/seeds/http
+//
+// (New inputs go to the first directory; the seeds stay as they are.) Each input costs a
+// loopback connection: expect hundreds of runs per second, not hundreds of thousands.
 //
 // Limits are small (1 KiB of headers, 16 fields, 4 KiB of body) so that inputs of a few
 // kilobytes reach them.
