@@ -296,7 +296,7 @@ awaitable<bool> server::wait_for_request(timed_stream& stream, beast::flat_buffe
     buffer.commit(n);
     (link.prev ? link.prev->next : idle_[worker]) = link.next;
     if (link.next) link.next->prev = link.prev;
-    co_return !ec && !stopping_;
+    co_return !ec;  // bytes that came as a drain began are a request: served, then closed
 }
 
 void server::close_idle(std::size_t worker) {
