@@ -18,6 +18,10 @@
 #include <thread>
 #include <utility>
 
+#ifndef _WIN32
+#include <sys/resource.h>
+#endif
+
 #include "app/file_watch.hpp"
 #include "app/sd_notify.hpp"
 #include "app/signals.hpp"
@@ -80,7 +84,8 @@ public:
           monitor_(src_, registry_, workers_.context(0).get_executor()),
           disk_(src_, registry_, index_thread_.get_executor()),
           pipeline_(src_, workers_, registry_, &disk_),
-          server_(src_, workers_, [this](http_server::exchange& ex) { return pipeline_.handle(ex); }),
+          server_(src_, workers_, [this](http_server::exchange& ex) { return pipeline_.handle(ex); },
+                  [this](const http::request_header<>& head) { return pipeline_.admits(head); }),
           signals_(workers_.context(0)), save_pool_(control_.get_executor()),
           supervisor_(src_, registry_, control_.get_executor(),
                       [this](int backend) { return save_slots(backend); }) {
@@ -262,10 +267,37 @@ void runtime::reload(const char* why) {
     sd_notify::ready("config reloaded");
 }
 
+// Every client connection, upstream connection and slot file takes a file descriptor: the
+// soft limit (often 1024) goes up to the hard limit, as far as the system lets it. When even
+// that is short, accepting waits for descriptors to free up (http/server.cpp) rather than
+// failing.
+void raise_fd_limit(const config::config& cfg) {
+#ifndef _WIN32
+    rlimit r{};
+    if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return;
+    if (r.rlim_cur < r.rlim_max) {
+        rlimit raised = r;
+        raised.rlim_cur = r.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+    }
+    // Each client connection may hold an upstream connection too; a few dozen for the rest.
+    const auto wanted = 2 * static_cast<rlim_t>(cfg.limits.max_connections) + 64;
+    if (r.rlim_cur != RLIM_INFINITY && r.rlim_cur < wanted) {
+        spdlog::warn("the open file limit is {}, below the {} that limits.max_connections = {} "
+                     "may need; raise it (LimitNOFILE= in a systemd unit, ulimit -n)",
+                     static_cast<unsigned long long>(r.rlim_cur),
+                     static_cast<unsigned long long>(wanted), cfg.limits.max_connections);
+    }
+#else
+    (void)cfg;
+#endif
+}
+
 }  // namespace
 
 int run(const std::string& path, config::config cfg, const run_options& options) {
     setup_logging(cfg, options);
+    raise_fd_limit(cfg);
     assign_ports(cfg);
     runtime rt(path, std::move(cfg));
     return rt.run(options);

@@ -205,6 +205,8 @@ limits reader::read_limits(const entry& e) const {
     read_map(
         e, {{"max_header_bytes",
              [&](const entry& v) { out.max_header_bytes = read_size(v, kib, kib * kib); }},
+            {"max_header_count",
+             [&](const entry& v) { out.max_header_count = read_count(v, 8, 10'000); }},
             {"max_body_bytes",
              [&](const entry& v) { out.max_body_bytes = read_size(v, kib, 4 * kib * kib * kib); }},
             {"max_connections",

@@ -59,6 +59,7 @@ struct backend {
 
 struct limits {
     std::size_t max_header_bytes = 16 * 1024;
+    std::size_t max_header_count = 100;  // header fields in one request
     std::size_t max_body_bytes = 64 * 1024 * 1024;
     std::size_t max_connections = 1024;
 };

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <system_error>
 #include <tuple>
@@ -12,6 +13,17 @@
 
 namespace warmslot::http_server {
 namespace {
+
+// An accept that fails (out of file descriptors) is retried after this, not at once.
+constexpr std::chrono::milliseconds accept_backoff{100};
+// A connection closed after an error answer reads what its client still sends for at most
+// this long and this many bytes before it closes.
+constexpr std::chrono::milliseconds linger_time{2000};
+constexpr std::size_t linger_bytes = 16 * 1024 * 1024;
+// Over-limit connections answered 503 at the same time; more are closed unanswered.
+constexpr std::size_t max_refusing = 64;
+// A connection's read buffer holds at most max_header_bytes plus this.
+constexpr std::size_t buffer_slack = 64 * 1024;
 
 std::shared_ptr<spdlog::logger> log() {
     static auto logger = util::module_logger("http");
@@ -32,6 +44,83 @@ void append_fields(std::string& head, const http::fields& fields) {
         head.append("\r\n", 2);
     }
     head.append("\r\n", 2);
+}
+
+bool parse_error(const error_code& ec) {
+    return ec.category() == http::make_error_code(http::error::bad_target).category() &&
+           ec != http::error::end_of_stream && ec != http::error::partial_message;
+}
+
+// Parses as much of a request header as `in` holds, without the body.
+error_code parse_buffered_header(http::request_parser<http::string_body>& p,
+                                 beast::flat_buffer& in) {
+    error_code ec;
+    p.eager(false);
+    while (!p.is_header_done() && in.size() > 0) {
+        const std::size_t used = p.put(in.data(), ec);
+        in.consume(used);
+        if (ec == http::error::need_more) return {};
+        if (ec || used == 0) break;
+    }
+    return ec;
+}
+
+bool too_many_fields(const http::fields& fields, std::size_t limit) {
+    std::size_t n = 0;
+    for (auto it = fields.begin(); it != fields.end(); ++it) {
+        if (++n > limit) return true;
+    }
+    return false;
+}
+
+// An error answer to a request whose rest is not read; the connection closes after it.
+awaitable<void> answer_error(timed_stream& stream, api::error_kind kind, std::string message,
+                             const std::string& id, const config::config& cfg) {
+    co_await write_json(stream, api::describe(kind).status, api::error_body(kind, message), false,
+                        id, cfg.timeouts.header_read);
+}
+
+// The answer to a request header that could not be read, if it deserves one (a client that
+// left or was too slow gets none). Returns whether one was written.
+awaitable<bool> answer_header_error(timed_stream& stream, const error_code& ec,
+                                    const std::string& id, const config::config& cfg) {
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+        co_await answer_error(stream, api::error_kind::headers_too_large,
+                              "request headers are too large", id, cfg);
+    } else if (ec == http::error::body_limit) {  // a declared Content-Length over the limit
+        co_await answer_error(stream, api::error_kind::payload_too_large,
+            fmt::format("request body is over the limit of {} bytes", cfg.limits.max_body_bytes),
+            id, cfg);
+    } else if (parse_error(ec)) {
+        log()->debug("req={} bad request header: {}", id, ec.message());
+        co_await answer_error(stream, api::error_kind::bad_request, "malformed HTTP request", id,
+                              cfg);
+    } else {
+        if (!expected_end(ec)) log()->debug("req={} request header: {}", id, ec.message());
+        co_return false;
+    }
+    co_return true;
+}
+
+// Ends a connection: our side first (FIN after what was written), then, when the client may
+// still be sending (an error answer cut its request short), reads and discards its bytes for a
+// bounded time and byte count, so that closing with unread bytes does not send a reset that
+// could destroy the answer before the client reads it.
+awaitable<void> close_gracefully(timed_stream& stream, bool drain_input) {
+    error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (drain_input && !ec) {
+        stream.expires_after(linger_time);
+        std::array<char, 16 * 1024> sink;
+        std::size_t total = 0;
+        while (total < linger_bytes) {
+            auto [rec, n] = co_await stream.async_read_some(net::buffer(sink), nothrow);
+            total += n;
+            if (rec) break;
+        }
+        stream.expires_never();
+    }
+    stream.close();
 }
 
 }  // namespace
@@ -94,8 +183,9 @@ void workers::join() {
     threads_.clear();
 }
 
-server::server(const config::source& src, workers& w, handler h)
-    : src_(src), workers_(w), handler_(std::move(h)), acceptor_(w.context(0)) {}
+server::server(const config::source& src, workers& w, handler h, screen s)
+    : src_(src), workers_(w), handler_(std::move(h)), screen_(std::move(s)),
+      acceptor_(w.context(0)), idle_(w.size(), nullptr) {}
 
 server::~server() = default;
 
@@ -118,18 +208,37 @@ void server::listen() {
 }
 
 awaitable<void> server::accept_loop() {
+    net::steady_timer backoff(acceptor_.get_executor());
+    bool failing = false;
     while (!stopping_) {
         const std::size_t worker = next_worker_;
         next_worker_ = (next_worker_ + 1) % workers_.size();
         auto& ctx = workers_.context(worker);
         auto [ec, socket] = co_await acceptor_.async_accept(ctx, nothrow);
+        if (ec == net::error::operation_aborted) co_return;
+        if (ec == net::error::connection_aborted) continue;  // the client left the backlog
         if (ec) {
-            if (ec == net::error::operation_aborted) co_return;
-            log()->warn("accept failed: {}", ec.message());
+            // Out of file descriptors (EMFILE, ENFILE) or memory: the pending connection stays
+            // in the backlog and the next accept would fail at once. Wait instead of spinning.
+            if (!std::exchange(failing, true)) {
+                log()->warn("accept failed: {}; retrying every {} ms", ec.message(),
+                            accept_backoff.count());
+            }
+            backoff.expires_after(accept_backoff);
+            co_await backoff.async_wait(nothrow);
             continue;
         }
-        if (connections_.load() >= src_.current()->limits.max_connections) {
-            socket.close();  // over the limit: refuse at once rather than queue
+        if (std::exchange(failing, false)) log()->info("accepting connections again");
+        const std::size_t limit = src_.current()->limits.max_connections;
+        if (connections_.load() >= limit) {
+            // Over the limit: a 503 the client can act on, unless too many are being answered.
+            if (refusing_.load() < max_refusing) {
+                ++refusing_;
+                net::co_spawn(ctx, refuse_connection(std::move(socket), limit), net::detached);
+            } else {
+                error_code ignored;
+                socket.close(ignored);
+            }
             continue;
         }
         ++connections_;  // counted here, not in the session, so the limit holds exactly
@@ -137,78 +246,97 @@ awaitable<void> server::accept_loop() {
     }
 }
 
-awaitable<void> server::session(tcp::socket socket, std::size_t worker) {
-    socket.set_option(tcp::no_delay(true));
+awaitable<void> server::refuse_connection(tcp::socket socket, std::size_t limit) {
     timed_stream stream(std::move(socket));
-    beast::flat_buffer buffer;
+    http::response<http::string_body> res{http::status::service_unavailable, 11};
+    res.set(http::field::content_type, "application/json; charset=utf-8");
+    res.set(http::field::retry_after, "1");
+    res.keep_alive(false);
+    res.body() = api::error_body(api::error_kind::overloaded,
+        fmt::format("too many connections (limits.max_connections = {}); retry later", limit));
+    res.prepare_payload();
+    stream.expires_after(linger_time);
+    co_await write_message(stream, res);
+    co_await close_gracefully(stream, true);
+    --refusing_;
+}
+
+awaitable<void> server::session(tcp::socket socket, std::size_t worker) {
+    error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    timed_stream stream(std::move(socket));
+    // Bounded: what Beast's parser keeps unconsumed (a header, a chunk-size line with its
+    // extensions, trailers) can never grow past this.
+    beast::flat_buffer buffer(src_.current()->limits.max_header_bytes + buffer_slack);
+    ending end = ending::close;
     try {
         bool first = true;
-        while (!stopping_ && co_await serve_one(stream, buffer, first, worker)) first = false;
+        while (!stopping_) {
+            end = co_await serve_one(stream, buffer, first, worker);
+            if (end != ending::keep) break;
+            first = false;
+        }
     } catch (const std::exception& e) {
         log()->error("connection failed: {}", e.what());
+        end = ending::close;
     }
-    error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream.close();
+    co_await close_gracefully(stream, end == ending::linger);
     --connections_;
 }
 
-// Reads one request and serves it. Returns whether the connection may carry another.
-awaitable<bool> server::serve_one(timed_stream& stream, beast::flat_buffer& buffer,
-                                  bool first, std::size_t worker) {
+// Waits for the first bytes of a request on a connection with nothing buffered, on the
+// worker's idle list (a drain closes it there). Returns whether bytes came.
+awaitable<bool> server::wait_for_request(timed_stream& stream, beast::flat_buffer& buffer,
+                                         std::size_t worker) {
+    idle_link link{&stream, nullptr, idle_[worker]};
+    if (link.next) link.next->prev = &link;
+    idle_[worker] = &link;
+    auto [ec, n] = co_await stream.async_read_some(
+        buffer.prepare(std::min<std::size_t>(buffer_slack, buffer.max_size())), nothrow);
+    buffer.commit(n);
+    (link.prev ? link.prev->next : idle_[worker]) = link.next;
+    if (link.next) link.next->prev = link.prev;
+    co_return !ec;  // bytes that came as a drain began are a request: served, then closed
+}
+
+void server::close_idle(std::size_t worker) {
+    for (idle_link* l = idle_[worker]; l != nullptr; l = l->next) {
+        error_code ignored;
+        l->stream->socket().cancel(ignored);  // its read ends; the session closes
+    }
+}
+
+// Reads one request and serves it. Returns how the connection goes on.
+awaitable<server::ending> server::serve_one(timed_stream& stream, beast::flat_buffer& buffer,
+                                            bool first, std::size_t worker) {
     const auto cfg = src_.current();
+    stream.expires_after(first ? cfg->timeouts.header_read : cfg->timeouts.client_idle);
+    if (buffer.size() == 0 && !co_await wait_for_request(stream, buffer, worker)) {
+        co_return ending::close;
+    }
+    if (!first) stream.expires_after(cfg->timeouts.header_read);
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(cfg->limits.max_header_bytes));
     parser.body_limit(cfg->limits.max_body_bytes);
-    stream.expires_after(first ? cfg->timeouts.header_read : cfg->timeouts.client_idle);
-    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, nothrow);
+    // The header usually came whole with the first read: parsed here, without a read
+    // operation that would complete through the scheduler.
+    error_code ec = parse_buffered_header(parser, buffer);
+    if (!ec && !parser.is_header_done()) {
+        std::tie(ec, std::ignore) = co_await http::async_read_header(stream, buffer, parser, nothrow);
+    }
     const std::string id = fmt::format("{:x}", next_id_++);
-    if (ec == http::error::header_limit) {
-        co_await write_json(stream, 431, api::error_body(api::error_kind::headers_too_large,
-                                                         "request headers are too large"),
-                            false, id, cfg->timeouts.header_read);
-        co_return false;
+    if (ec) co_return co_await answer_header_error(stream, ec, id, *cfg) ? ending::linger
+                                                                          : ending::close;
+    if (too_many_fields(parser.get(), cfg->limits.max_header_count)) {
+        co_await answer_error(stream, api::error_kind::headers_too_large,
+            fmt::format("request has more than {} header fields", cfg->limits.max_header_count),
+            id, *cfg);
+        co_return ending::linger;
     }
-    if (ec == http::error::body_limit) {  // a declared Content-Length over the limit
-        co_await write_json(stream, 413, api::error_body(api::error_kind::payload_too_large,
-            fmt::format("request body is over the limit of {} bytes",
-                        cfg->limits.max_body_bytes)), false, id, cfg->timeouts.header_read);
-        co_return false;
-    }
-    if (ec) {
-        if (!expected_end(ec)) log()->debug("req={} bad request header: {}", id, ec.message());
-        const bool parse_error = ec.category() == http::make_error_code(http::error::bad_target).category() &&
-                                 ec != http::error::end_of_stream && ec != http::error::partial_message;
-        if (parse_error) {
-            co_await write_json(stream, 400, api::error_body(api::error_kind::bad_request,
-                                                             "malformed HTTP request"),
-                                false, id, cfg->timeouts.header_read);
-        }
-        co_return false;
-    }
-    if (parser.get()[http::field::expect] == "100-continue") {
-        http::response<http::empty_body> cont{http::status::continue_, 11};
-        stream.expires_after(cfg->timeouts.body_read);
-        co_await http::async_write(stream, cont, nothrow);
-    }
-    stream.expires_after(cfg->timeouts.body_read);
-    std::tie(ec, n) = parse_buffered(parser, buffer);
-    if (!ec && !parser.is_done()) {
-        std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, nothrow);
-    }
-    if (ec == http::error::body_limit) {
-        co_await write_json(stream, 413, api::error_body(api::error_kind::payload_too_large,
-            fmt::format("request body is over the limit of {} bytes",
-                        cfg->limits.max_body_bytes)), false, id, cfg->timeouts.body_read);
-        co_return false;
-    }
-    if (ec) {
-        if (ec == beast::error::timeout) {
-            co_await write_json(stream, 408, api::error_body(api::error_kind::request_timeout,
-                                                             "request body not received in time"),
-                                false, id, cfg->timeouts.body_read);
-        }
-        co_return false;
+    const bool has_body = parser.chunked() || parser.content_length().value_or(0) > 0;
+    const bool read = !has_body || !screen_ || screen_(parser.get().base());
+    if (read) {
+        if (auto refused = co_await read_body(stream, buffer, parser, id, *cfg)) co_return *refused;
     }
     stream.expires_never();
 
@@ -216,12 +344,54 @@ awaitable<bool> server::serve_one(timed_stream& stream, beast::flat_buffer& buff
     ex.client = &stream;
     ex.request = parser.release();
     ex.id = id;
-    ex.keep_alive = ex.request.keep_alive();
+    ex.body_skipped = !read;
+    ex.keep_alive = read && ex.request.keep_alive() && !stopping_;
     ex.worker = worker;
     ++active_requests_;
     co_await handler_(ex);
     --active_requests_;
-    co_return ex.keep_alive && !stopping_;
+    if (ex.body_skipped) co_return ending::linger;
+    co_return ex.keep_alive && !stopping_ ? ending::keep : ending::close;
+}
+
+// Reads the body of a request whose header is read; an error answer if that fails.
+awaitable<std::optional<server::ending>> server::read_body(
+    timed_stream& stream, beast::flat_buffer& buffer,
+    http::request_parser<http::string_body>& parser, const std::string& id,
+    const config::config& cfg) {
+    const auto& head = parser.get();
+    if (head.version() >= 11 && beast::iequals(head[http::field::expect], "100-continue")) {
+        http::response<http::empty_body> cont{http::status::continue_, 11};
+        stream.expires_after(cfg.timeouts.body_read);
+        co_await http::async_write(stream, cont, nothrow);
+    }
+    stream.expires_after(cfg.timeouts.body_read);
+    auto [ec, n] = parse_buffered(parser, buffer);
+    if (!ec && !parser.is_done()) {
+        std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, nothrow);
+    }
+    if (!ec) co_return std::nullopt;
+    std::optional<api::error_kind> kind;
+    std::string message;
+    if (ec == http::error::body_limit) {
+        kind = api::error_kind::payload_too_large;
+        message = fmt::format("request body is over the limit of {} bytes",
+                              cfg.limits.max_body_bytes);
+    } else if (ec == http::error::buffer_overflow) {
+        kind = api::error_kind::bad_request;
+        message = fmt::format("a chunk-size line or the trailer section is over the limit of "
+                              "{} bytes", buffer.max_size());
+    } else if (ec == beast::error::timeout) {
+        kind = api::error_kind::request_timeout;
+        message = "request body not received in time";
+    } else if (parse_error(ec)) {
+        kind = api::error_kind::bad_request;
+        message = "malformed request body framing (" + ec.message() + ")";
+    }
+    if (!kind) co_return ending::close;  // the client left
+    log()->debug("req={} request body refused: {}", id, ec.message());
+    co_await answer_error(stream, *kind, std::move(message), id, cfg);
+    co_return ending::linger;
 }
 
 void server::stop(std::chrono::milliseconds grace) {
@@ -236,6 +406,9 @@ awaitable<void> server::drain(std::chrono::milliseconds grace) {
     stopping_ = true;
     error_code ignored;
     acceptor_.close(ignored);
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+        net::post(workers_.context(i), [this, i] { close_idle(i); });
+    }
     net::steady_timer timer(acceptor_.get_executor());
     const auto deadline = std::chrono::steady_clock::now() + grace;
     while (active_requests_.load() > 0 && std::chrono::steady_clock::now() < deadline) {

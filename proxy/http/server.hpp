@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -29,8 +30,16 @@ struct exchange {
     std::string id;        // request id for logs and the X-Warmslot-Request-Id header
     std::size_t worker = 0; // index of the worker running this exchange
     bool keep_alive = true;
+    // The request has a body that was not read because the screen refused it: the body is
+    // empty, keep_alive is false, and the connection closes after the answer.
+    bool body_skipped = false;
 };
 using handler = std::function<awaitable<void>(exchange&)>;
+
+// Looks at a request's header before its body is read (and before `100 Continue` is sent):
+// false means the request will be refused whatever its body holds (no valid API key), so the
+// body is not read. Called on the worker serving the request.
+using screen = std::function<bool(const http::request_header<>&)>;
 
 // A fixed set of single-threaded io_contexts.
 class workers {
@@ -50,8 +59,9 @@ private:
 
 class server {
 public:
-    // Limits and timeouts are read from the current config for each request.
-    server(const config::source& src, workers& w, handler h);
+    // Limits and timeouts are read from the current config for each request. `s` may be
+    // empty (every body is read).
+    server(const config::source& src, workers& w, handler h, screen s = {});
     ~server();
 
     // Binds and listens; throws std::system_error naming the address on failure.
@@ -62,28 +72,54 @@ public:
     // workers are stopped. Thread-safe; returns at once.
     void stop(std::chrono::milliseconds grace);
     // The first half of stop, for an owner with more to do before the workers stop: stops
-    // accepting and returns when no request is in flight or the grace period is over.
+    // accepting, closes the kept-alive connections that wait for their next request, and
+    // returns when no request is in flight or the grace period is over. A request that
+    // arrives meanwhile on an open connection is answered with `Connection: close`.
     // Call it on the acceptor's worker (worker 0).
     awaitable<void> drain(std::chrono::milliseconds grace);
 
     std::size_t active_requests() const { return active_requests_.load(); }
+    std::size_t connections() const { return connections_.load(); }
+
+    // A connection waiting for the first byte of its next request, on its worker's list (so
+    // that a drain can close it). Lives in the connection's coroutine frame.
+    struct idle_link {
+        timed_stream* stream = nullptr;
+        idle_link* prev = nullptr;
+        idle_link* next = nullptr;
+    };
 
 private:
+    // How a connection goes on after a request: another request, a close, or a close that
+    // first reads and discards what the client still sends (so that an error answer is not
+    // lost to a reset while the client is still sending).
+    enum class ending { keep, close, linger };
+
     awaitable<void> accept_loop();
     awaitable<void> session(tcp::socket socket, std::size_t worker);
-    awaitable<bool> serve_one(timed_stream& stream, beast::flat_buffer& buffer, bool first,
-                              std::size_t worker);
+    awaitable<void> refuse_connection(tcp::socket socket, std::size_t limit);
+    awaitable<ending> serve_one(timed_stream& stream, beast::flat_buffer& buffer, bool first,
+                                std::size_t worker);
+    awaitable<bool> wait_for_request(timed_stream& stream, beast::flat_buffer& buffer,
+                                     std::size_t worker);
+    awaitable<std::optional<ending>> read_body(timed_stream& stream, beast::flat_buffer& buffer,
+                                               http::request_parser<http::string_body>& parser,
+                                               const std::string& id, const config::config& cfg);
+    void close_idle(std::size_t worker);  // on that worker
 
     const config::source& src_;
     workers& workers_;
     handler handler_;
+    screen screen_;
     tcp::acceptor acceptor_;
     std::uint16_t port_ = 0;
     std::atomic<std::size_t> active_requests_{0};
     std::atomic<std::size_t> connections_{0};
+    std::atomic<std::size_t> refusing_{0};  // over-limit connections being answered 503
     std::atomic<std::uint64_t> next_id_{1};
     std::size_t next_worker_ = 0;
     std::atomic<bool> stopping_{false};
+    std::vector<idle_link*> idle_;  // per worker: the head of its list; used on that worker
 };
 
 // Writes a response with a string body as one gather write (the serialized header, then the

@@ -131,8 +131,15 @@ std::optional<rejection> pipeline::check(const http::request<http::string_body>&
 }
 
 
-bool pipeline::authorized(const config::config& cfg,
-                          const http::request<http::string_body>& req) const {
+bool pipeline::admits(const http::request_header<>& head) const {
+    const auto cfg = src_.current();
+    if (cfg->api_keys.empty()) return true;
+    const auto ep = api::classify(std::string_view(head.method_string()),
+                                  std::string_view(head.target()));
+    return !ep.needs_auth || authorized(*cfg, head);
+}
+
+bool pipeline::authorized(const config::config& cfg, const http::request_header<>& req) const {
     if (cfg.api_keys.empty()) return true;
     std::string_view given = bearer_token(std::string_view(req[http::field::authorization]));
     if (given.empty()) given = std::string_view(req["X-Api-Key"]);

@@ -78,6 +78,9 @@ public:
              disk_tier* disk = nullptr);
     ~pipeline();
     awaitable<void> handle(http_server::exchange& ex);
+    // The server's screen: whether a request's body is worth reading (false: it needs an API
+    // key and carries none that is valid, so it gets 401 whatever its body holds).
+    bool admits(const http::request_header<>& head) const;
     void set_starter(starter* s) { starter_ = s; }  // before serving
     // A config reload: the rewrite rules of the new snapshot apply to the next requests.
     void reconfigure(const config::config& cfg) { rewriter_.set_rules(cfg.rewrite); }
@@ -106,7 +109,7 @@ private:
     std::optional<rejection> check(const http::request<http::string_body>& req,
                                    const api::endpoint& ep, bool allowed,
                                    const nlohmann::json* body) const;
-    bool authorized(const config::config& cfg, const http::request<http::string_body>& req) const;
+    bool authorized(const config::config& cfg, const http::request_header<>& req) const;
     void log_access(const http_server::exchange& ex, const outcome& out, double ms) const;
 
     const config::source& src_;

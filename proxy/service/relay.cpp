@@ -238,14 +238,19 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
     const auto& head = p.get();
     const auto length = p.content_length();
     head_builder res(head.base(), extra, ex.id);
-    const bool chunked = !length || p.chunked();
+    // An HTTP/1.0 client knows no chunked encoding: a body of unknown length ends where the
+    // connection closes.
+    const bool unknown_length = !length || p.chunked();
+    const bool until_close = unknown_length && ex.request.version() < 11;
+    const bool chunked = unknown_length && !until_close;
     const std::string length_text = length ? std::to_string(*length) : "";
     if (chunked) {
         res.set("Transfer-Encoding", "chunked");
         res.set("Trailer", trailer_names);
-    } else {
+    } else if (!until_close) {
         res.set("Content-Length", length_text);
     }
+    if (until_close) ex.keep_alive = false;
     if (!ex.keep_alive) res.set("Connection", "close");
     out.status = res.status();
     out.streamed = sse;
@@ -293,13 +298,13 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         if (st.client_gone) co_return void(ex.keep_alive = false);
         out.error = rec == beast::error::timeout ? api::error_kind::upstream_timeout
                                                  : api::error_kind::backend_bad_response;
-        if (!(sse && chunked)) co_return void(ex.keep_alive = false);  // cannot be framed
+        if (!(sse && unknown_length)) co_return void(ex.keep_alive = false);  // cannot be framed
         const auto event = api::sse_error_event(
             *out.error, "the backend failed during the stream: " + rec.message(), out.cls.ep.dialect);
         out.stats = stats.stats;
         ex.client->expires_after(cfg.timeouts.stream_idle);
-        const auto wec = co_await write_out(*ex.client, {}, true, event.data(), event.size(),
-                                            last_chunk(out.stats));
+        const auto wec = co_await write_out(*ex.client, {}, chunked, event.data(), event.size(),
+                                            chunked ? last_chunk(out.stats) : std::string());
         if (wec) ex.keep_alive = false;
     }
     st.upstream_reusable = !rec && p.is_done() && p.keep_alive();

@@ -178,6 +178,7 @@ awaitable<bool> stub_upstream::stream(tcp::socket& socket, std::string behaviour
         const std::string event = sse_event(i, events);
         std::tie(ec, n) = co_await net::async_write(socket, http::make_chunk(net::buffer(event)),
                                                     nothrow);
+        if (!ec) update([](stub_state& s) { ++s.events_sent; });
         if (i == 1 && behaviour == "hold") {
             if (!ec) co_await wait_for_peer_close(socket);
             co_return false;
@@ -189,7 +190,10 @@ awaitable<bool> stub_upstream::stream(tcp::socket& socket, std::string behaviour
             co_return false;
         }
     }
-    if (ec) co_return false;
+    if (ec) {
+        update([](stub_state& s) { ++s.streams_cut; });
+        co_return false;
+    }
     const std::string done = "data: [DONE]\n\n";
     std::tie(ec, n) = co_await net::async_write(socket, http::make_chunk(net::buffer(done)), nothrow);
     if (!ec) std::tie(ec, n) = co_await net::async_write(socket, http::make_chunk_last(), nothrow);

@@ -46,6 +46,8 @@ struct recorded_request {
 struct stub_state {
     std::size_t connections_accepted = 0;
     std::size_t peer_closed = 0;  // held or silent connections the peer closed
+    std::size_t events_sent = 0;  // SSE events written, over all streams
+    std::size_t streams_cut = 0;  // streams whose write failed before their end
     std::vector<recorded_request> requests;
 };
 

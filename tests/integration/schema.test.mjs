@@ -87,7 +87,7 @@ backends:
     start_timeout: 2m
     restart_backoff_max: 1.5 s
 api_keys: ["\${WARMSLOT_TEST_KEY}", literal-key-1]
-limits: {max_header_bytes: 32KiB, max_body_bytes: 1.5GB, max_connections: 100000}
+limits: {max_header_bytes: 32KiB, max_header_count: 500, max_body_bytes: 1.5GB, max_connections: 100000}
 timeouts: {header_read: 250ms, body_read: 30s, connect: 1s, upstream_response: 2h,
            stream_idle: 5m, client_idle: 24h, shutdown_grace: 1ms}
 routing: {enabled: false, short_request_tokens: 0, long_segment_tokens: 1, scratch_slot: true,
@@ -145,6 +145,7 @@ dashboard: {enabled: false, previews: false}
   ['yes is not a boolean', `${url}log:\n  access: yes\n`, false],
   ['previews is a boolean', `${url}dashboard:\n  previews: 'no'\n`, false],
   ['count out of range', `${url}limits:\n  max_connections: 0\n`, false],
+  ['header count out of range', `${url}limits:\n  max_header_count: 7\n`, false],
   ['scratch_min_slots 1', `${url}routing:\n  scratch_min_slots: 1\n`, false],
   ['count with a unit', `${url}routing:\n  long_segment_tokens: 1k\n`, false],
   ['section as a list', `${url}limits: [1]\n`, false],

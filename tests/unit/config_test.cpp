@@ -70,6 +70,7 @@ TEST_CASE("config: minimal file gets every default") {
     CHECK(c.backends[0].port == 8081);
     CHECK(c.api_keys.empty());
     CHECK(c.limits.max_header_bytes == 16 * 1024);
+    CHECK(c.limits.max_header_count == 100);
     CHECK(c.limits.max_body_bytes == 64 * 1024 * 1024);
     CHECK(c.limits.max_connections == 1024);
     CHECK(c.timeouts.header_read == milliseconds{10'000});
@@ -99,6 +100,7 @@ TEST_CASE("config: every key set") {
         "  - literal-key-1\n"
         "limits:\n"
         "  max_header_bytes: 32KiB\n"
+        "  max_header_count: 500\n"
         "  max_body_bytes: 1.5GB\n"
         "  max_connections: 100000\n"
         "timeouts:\n"
@@ -132,6 +134,7 @@ TEST_CASE("config: every key set") {
     CHECK(c.api_keys[1] == "sk-live-abcdefghij");
     CHECK(c.api_keys[2] == "literal-key-1");
     CHECK(c.limits.max_header_bytes == 32 * 1024);
+    CHECK(c.limits.max_header_count == 500);
     CHECK(c.limits.max_body_bytes == 1'500'000'000);
     CHECK(c.limits.max_connections == 100'000);
     CHECK(c.timeouts.header_read == milliseconds{250});
@@ -332,6 +335,10 @@ TEST_CASE("config: limits are validated") {
          "must be from 1KiB to 4GiB"},
         {"limits:\n  max_body_bytes: 10XB\n", "limits.max_body_bytes", 2, "unknown unit \"XB\""},
         {"limits:\n  max_body_bytes: [1]\n", "limits.max_body_bytes", 2, "found a list"},
+        {"limits:\n  max_header_count: 7\n", "limits.max_header_count", 2, "from 8 to 10000"},
+        {"limits:\n  max_header_count: 10001\n", "limits.max_header_count", 2,
+         "from 8 to 10000"},
+        {"limits:\n  max_header_count: many\n", "limits.max_header_count", 2, "whole number"},
         {"limits:\n  max_connections: 0\n", "limits.max_connections", 2, "from 1 to 100000"},
         {"limits:\n  max_connections: 100001\n", "limits.max_connections", 2, "from 1 to 100000"},
         {"limits:\n  max_connections: -5\n", "limits.max_connections", 2, "whole number"},

@@ -1,0 +1,185 @@
+// What hostile or broken HTTP clients can do to the warmslot process, measured on the process
+// itself: its memory under an endless chunk extension, its CPU when file descriptors run out,
+// its drain on SIGTERM, and its answers to HTTP/1.0 clients.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { startLlama } from './lib/llama.mjs';
+import { startProcess, tempDir, waitFor, freePort } from './lib/procs.mjs';
+import { readSse, startWarmslot, warmslotBin, yamlConfig } from './lib/warmslot.mjs';
+import { chat } from './lib/text.mjs';
+
+const rssKiB = (pid) => Number(fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/)[1]);
+// Nanoseconds the process's threads spent on a CPU or waiting for one (runnable): a thread that
+// spins counts all the time even on a machine busy with other work, an idle one none.
+const busyNs = (pid) => fs.readdirSync(`/proc/${pid}/task`).reduce((sum, tid) => {
+  try {
+    const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
+    return sum + run + wait;
+  } catch { return sum; }  // the thread ended meanwhile
+}, 0);
+
+// A raw client connection: what it received, whether the server ended it.
+function connect(port) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1');
+    const c = { socket: s, data: '', ended: false, error: null };
+    s.on('data', (d) => { c.data += d.toString('latin1'); });
+    s.on('end', () => { c.ended = true; });
+    s.on('close', () => { c.ended = true; });
+    s.on('error', (e) => { c.error = e; c.ended = true; });
+    s.once('connect', () => resolve(c));
+    s.once('error', reject);
+  });
+}
+
+const statusOf = (text) => Number(text.match(/^HTTP\/1\.[01] (\d{3})/)?.[1] ?? 0);
+const headOf = (text) => text.slice(0, text.indexOf('\r\n\r\n') + 4);
+
+test('an endless chunk extension is refused early and warmslot\'s memory stays flat', { timeout: 60000 }, async () => {
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: `http://127.0.0.1:${await freePort()}` }] });
+  try {
+    const pid = ws.proc.child.pid;
+    const before = rssKiB(pid);
+    const c = await connect(ws.port);
+    c.socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\nContent-Type: application/json\r\n' +
+      'Transfer-Encoding: chunked\r\n\r\n1;');
+    const piece = Buffer.alloc(64 * 1024, 'e');
+    let sent = 0;
+    let peak = before;
+    while (sent < 64 * 1024 * 1024 && !c.ended && !c.data) {
+      const ok = c.socket.write(piece);
+      sent += piece.length;
+      if (!ok) {
+        await Promise.race([new Promise((r) => c.socket.once('drain', r)),
+          waitFor('an answer', () => c.data || c.ended, 10000, 10).catch(() => {})]);
+      }
+      if (sent % (1024 * 1024) === 0) peak = Math.max(peak, rssKiB(pid));
+    }
+    await waitFor('the answer', () => c.data.includes('\r\n\r\n') || c.ended, 10000, 10);
+    peak = Math.max(peak, rssKiB(pid));
+    c.socket.destroy();
+    assert.equal(statusOf(c.data), 400, c.data.slice(0, 300));
+    assert.match(c.data, /chunk-size line or the trailer section/);
+    assert.ok(sent < 16 * 1024 * 1024, `refused after ${sent} bytes`);
+    assert.ok(peak - before < 16 * 1024, `RSS grew from ${before} to ${peak} KiB`);
+  } finally {
+    await ws.stop();
+  }
+});
+
+test('out of file descriptors, warmslot waits instead of spinning, then serves again', { timeout: 60000 }, async () => {
+  const dir = tempDir('fds');
+  const configFile = path.join(dir, 'warmslot.yaml');
+  fs.writeFileSync(configFile, yamlConfig({ backends: [{ name: 'b', url: `http://127.0.0.1:${await freePort()}` }],
+    extra: 'cache:\n  enabled: false\n' }));
+  const logFile = path.join(dir, 'warmslot.log');
+  // Soft and hard limit both 64: warmslot raises the soft limit to the hard one at start.
+  const proc = startProcess('prlimit', ['--nofile=64:64', warmslotBin(), '--config', configFile], { logFile });
+  const conns = [];
+  try {
+    const url = await waitFor('warmslot to listen', () => {
+      if (!proc.running) throw new Error(fs.readFileSync(logFile, 'utf8'));
+      return fs.readFileSync(logFile, 'utf8').match(/warmslot listening on (http:\/\/[^\s]+)/)?.[1];
+    }, 20000, 20);
+    const port = Number(new URL(url).port);
+    const pid = proc.child.pid;
+    // Open kept-alive connections until one is not served: warmslot cannot accept it.
+    let unserved = null;
+    for (let i = 0; i < 100 && !unserved; i++) {
+      const c = await connect(port);
+      conns.push(c);
+      c.socket.write('GET /health HTTP/1.1\r\nHost: w\r\n\r\n');
+      const served = await waitFor('an answer', () => c.data.includes('\r\n\r\n'), 1000, 5).catch(() => false);
+      if (!served) unserved = c;
+    }
+    assert.ok(unserved, 'the descriptor limit was reached');
+    assert.ok(conns.length < 64, `${conns.length} connections`);
+    const busy0 = busyNs(pid);
+    const started = process.hrtime.bigint();
+    await new Promise((r) => setTimeout(r, 1500));
+    const busy = (busyNs(pid) - busy0) / Number(process.hrtime.bigint() - started);
+    // A loop that retries accept at once keeps a thread running or runnable all the time.
+    assert.ok(busy < 0.3, `busy ${busy.toFixed(2)} of the time with ${conns.length} connections`);
+    for (const c of conns) if (c !== unserved) c.socket.destroy();
+    await waitFor('the waiting connection to be served', () => unserved.data.includes('\r\n\r\n'), 10000, 10);
+    const r = await fetch(`${url}/health`);
+    assert.ok([200, 503].includes(r.status));
+    await r.text();
+    assert.ok(proc.running);
+  } finally {
+    for (const c of conns) c.socket.destroy();
+    const r = await proc.stop('SIGTERM', 15000);
+    assert.equal(r.code, 0, fs.readFileSync(logFile, 'utf8').split('\n').slice(-20).join('\n'));
+  }
+});
+
+test('SIGTERM closes idle kept-alive connections at once, lets a running stream finish, then exits', { timeout: 180000 }, async () => {
+  const llama = await startLlama({ slots: 2, ctx: 4096 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url }],
+    extra: 'timeouts:\n  shutdown_grace: 60s\n  client_idle: 120s\n' });
+  let stopped = null;
+  try {
+    const idle = await connect(ws.port);
+    idle.socket.write('GET /v1/models HTTP/1.1\r\nHost: w\r\n\r\n');
+    await waitFor('the idle connection\'s answer', () => idle.data.includes('}'), 10000, 10);
+    const res = await fetch(`${ws.url}/v1/chat/completions`, { method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(chat('You are long-winded.', 'Tell a long story.',
+        { stream: true, max_tokens: 120, ignore_eos: true })) });
+    assert.equal(res.status, 200);
+    let events = 0;
+    let done = false;
+    let idleClosedAt = -1;
+    const reading = readSse(res, (data) => {
+      if (data === '[DONE]') done = true;
+      else events++;
+      if (events === 1) stopped = ws.proc.stop('SIGTERM', 60000);
+      if (idle.ended && idleClosedAt < 0) idleClosedAt = events;
+    });
+    await reading;
+    assert.ok(done, 'the stream finished');
+    assert.ok(events > 20, `${events} events`);
+    assert.ok(idle.ended, 'the idle connection was closed');
+    assert.ok(idleClosedAt >= 0 && idleClosedAt < events, `idle closed at event ${idleClosedAt} of ${events}`);
+    const r = await stopped;
+    assert.equal(r.code, 0);
+    idle.socket.destroy();
+  } finally {
+    if (!stopped) await ws.stop();
+    await llama.stop();
+  }
+});
+
+test('HTTP/1.0 clients get a Content-Length or a body that ends with the connection, never chunks', { timeout: 120000 }, async () => {
+  const llama = await startLlama({ slots: 2, ctx: 4096 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url }] });
+  try {
+    const health = await connect(ws.port);
+    health.socket.write('GET /health HTTP/1.0\r\n\r\n');
+    await waitFor('the end of the answer', () => health.ended, 10000, 10);
+    const head = headOf(health.data);
+    assert.ok([200, 503].includes(statusOf(head)), head);
+    assert.match(head, /Content-Length: \d+/i);
+    assert.doesNotMatch(head, /chunked/i);
+
+    const body = JSON.stringify(chat('You are brief.', 'Hi', { stream: true, max_tokens: 8 }));
+    const stream = await connect(ws.port);
+    stream.socket.write(`POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    await waitFor('the end of the stream', () => stream.ended, 60000, 10);
+    const shead = headOf(stream.data);
+    assert.equal(statusOf(shead), 200, shead);
+    assert.doesNotMatch(shead, /Transfer-Encoding/i);
+    assert.doesNotMatch(shead, /Content-Length/i);
+    assert.match(shead, /Connection: close/i);
+    const sbody = stream.data.slice(shead.length);
+    assert.ok(sbody.startsWith('data: '), sbody.slice(0, 100));
+    assert.ok(sbody.endsWith('data: [DONE]\n\n'), sbody.slice(-100));
+  } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});
