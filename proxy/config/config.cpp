@@ -289,7 +289,9 @@ cache_settings reader::read_cache(const entry& e) const {
                  {"min_prefix_tokens",
                   [&](const entry& v) { out.min_prefix_tokens = read_count(v, 1, 100'000'000); }},
                  {"snapshot_after_uses",
-                  [&](const entry& v) { out.snapshot_after_uses = read_count(v, 1, 1'000'000); }}});
+                  [&](const entry& v) { out.snapshot_after_uses = read_count(v, 1, 1'000'000); }},
+                 {"slot_call_timeout",
+                  [&](const entry& v) { out.slot_call_timeout = read_duration(v); }}});
     if (out.dir.empty()) out.dir = default_cache_dir();
     return out;
 }

@@ -97,6 +97,7 @@ struct cache_settings {
     std::uint64_t max_disk = 50ull * 1024 * 1024 * 1024; // bytes of slot files per directory
     std::uint64_t min_prefix_tokens = 2048;  // shorter stable prefixes are not snapshotted
     std::uint64_t snapshot_after_uses = 1;   // snapshot a prefix on its Nth use
+    millis slot_call_timeout{120'000};       // one slot save or restore call to llama-server
 };
 
 // Request rewriting (see docs/rewriting.md and docs/config.md, "rewrite").

@@ -75,7 +75,7 @@ void pipeline::record(const http_server::exchange& ex, const outcome& out,
     r.rewrites = out.rewrites;
     if (out.stats) {
         r.cached = out.stats->cached;
-        r.processed = out.stats->processed;
+        r.processed = out.stats->processed + static_cast<long>(out.disk.primed);
         r.prompt_ms = out.stats->prompt_ms;
         r.saved_seconds = reg_.totals().prefill_seconds_saved;  // a running total: see activity
     }
@@ -113,6 +113,7 @@ awaitable<void> pipeline::dashboard(http_server::exchange& ex, outcome& out) {
         for (std::size_t i = 0; i < in.views.size(); ++i)
             in.infos.push_back(reg_.info(static_cast<int>(i)));
         in.totals = reg_.totals();
+        if (disk_) in.totals.prompt_tokens_processed += disk_->primed_tokens_total();
         if (disk_) in.disk = disk_dirs(cfg, co_await disk_->listing());
         in.now_ms = unix_ms();
         in.now = routing::clock::now();

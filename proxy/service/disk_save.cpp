@@ -44,6 +44,7 @@ json to_json(const slot_report& r) {
     json j = {{"backend", r.backend}, {"slot", r.slot}, {"saved", r.saved}};
     if (!r.key.empty()) j["key"] = r.key;
     if (r.tokens > 0) j["tokens"] = r.tokens;
+    if (r.primed > 0) j["primed"] = r.primed;
     if (!r.reason.empty()) j["reason"] = r.reason;
     return j;
 }
@@ -92,7 +93,7 @@ awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, i
                                        : "holds another prefix now";
         co_return r;
     }
-    r = co_await save_reserved(pool, *t, "");
+    r = co_await save_reserved(pool, *t, "", true);
     reg_.release(*t);
     co_return r;
 }
@@ -100,7 +101,7 @@ awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, i
 // The slot is reserved by `t`. Saves the stable prefix it was last seen holding, when it still
 // holds it, it is not `except_key` (the prefix about to go there) and it is not on disk yet.
 awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::ticket& t,
-                                                std::string except_key) {
+                                                std::string except_key, bool on_demand) {
     slot_report r;
     r.backend = src_.current()->backends[static_cast<std::size_t>(t.p.backend)].name;
     r.slot = *t.p.slot;
@@ -137,9 +138,10 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
         const auto& messages = (*m->body)["messages"];
         for (std::size_t i = 0; i < m->levels.size(); ++i) p.messages.push_back(messages[i]);
         p.body = m->body.get();
-        const auto a = co_await snapshot(pool, t, p);
+        const auto a = co_await snapshot(pool, t, p, on_demand);
         r.saved = a.what == disk_action::kind::snapshotted;
         r.tokens = a.tokens;
+        r.primed = a.primed;
         if (!r.saved) r.reason = "priming or saving the slot failed (see the log)";
     } catch (const std::exception& e) {
         log()->warn("saving slot {} of {} skipped: {}", r.slot, r.backend, e.what());
@@ -158,13 +160,9 @@ awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backen
             skipped(name, -1, "no disk tier (cache disabled or no slot_save_path)"));
         co_return rep;
     }
-    bool broken = false;
-    {
-        std::lock_guard lock(mu_);
-        broken = restore_broken_.count(backend) > 0;
-    }
-    if (broken) {
-        rep.slots.push_back(skipped(name, -1, "this backend cannot restore slot files"));
+    if (!restores_allowed(backend)) {
+        rep.slots.push_back(skipped(
+            name, -1, "restores are paused on this backend (its last restores saved nothing)"));
         co_return rep;
     }
     const auto views = reg_.snapshot();
@@ -233,9 +231,10 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
             r.tokens = found->tokens;
             co_return result(r);
         }
-        co_await save_reserved(pool, t, p->key);  // what the slot held, if worth keeping
+        const auto before = co_await save_reserved(pool, t, p->key, true);  // if worth keeping
         remember(t.p.backend, *t.p.slot, *p);
-        const auto a = co_await snapshot(pool, t, *p);
+        const auto a = co_await snapshot(pool, t, *p, true);
+        r.primed = before.primed + a.primed;
         if (a.what == disk_action::kind::snapshotted) {
             r.saved = true;
             r.tokens = a.tokens;

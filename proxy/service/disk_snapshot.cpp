@@ -2,6 +2,9 @@
 // The request that follows extends the primed slot, so a snapshot adds no prefill.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "api/timings.hpp"
@@ -15,20 +18,36 @@ using namespace disk_detail;
 namespace {
 
 using nlohmann::json;
-constexpr std::chrono::milliseconds save_timeout{120'000};
+constexpr std::chrono::milliseconds slots_timeout{120'000};  // GET /slots
+constexpr double default_bytes_per_token = 2048;  // before a save on the backend taught better
 
-// True when GET /slots shows `slot` holding exactly `tokens` tokens.
-awaitable<bool> slot_holds(upstream::pool& pool, const config::backend& b, int slot,
-                           std::size_t tokens) {
-    const auto r = co_await upstream::call(pool, b, http::verb::get, "/slots", "", save_timeout);
+// What GET /slots shows about `slot`: whether it holds exactly `tokens` tokens, and how many
+// prompt tokens its last task computed.
+struct slot_seen {
+    bool holds = false;
+    std::uint64_t processed = 0;
+};
+awaitable<slot_seen> look_at_slot(upstream::pool& pool, const config::backend& b, int slot,
+                                  std::size_t tokens) {
+    const auto r = co_await upstream::call(pool, b, http::verb::get, "/slots", "", slots_timeout);
     const json slots = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
-    if (!slots.is_array()) co_return false;
+    slot_seen seen;
+    if (!slots.is_array()) co_return seen;
     for (const auto& s : slots) {
         if (s.is_object() && s.value("id", -1) == slot) {
-            co_return s.value("n_prompt_tokens", std::size_t{0}) == tokens;
+            seen.holds = s.value("n_prompt_tokens", std::size_t{0}) == tokens;
+            seen.processed = s.value("n_prompt_tokens_processed", std::uint64_t{0});
         }
     }
-    co_return false;
+    co_return seen;
+}
+
+// Removes what a failed save left of `file` in `dir` (llama-server writes the file in place),
+// unless a row says the file is a finished one. Index thread.
+void remove_unindexed(cache::index& idx, const std::string& key, const std::string& file) {
+    if (idx.find(key)) return;
+    std::error_code ec;
+    std::filesystem::remove(idx.slot_dir() / file, ec);
 }
 
 }  // namespace
@@ -46,8 +65,8 @@ awaitable<void> disk_tier::drop_checkpoints(upstream::pool& pool, const config::
                                             std::uint64_t tokens) {
     const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
     const json request = {{"filename", file}};
-    const auto r =
-        co_await upstream::call(pool, b, http::verb::post, target, request.dump(), save_timeout);
+    const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
+                                           src_.current()->cache.slot_call_timeout);
     const json reply = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
     if (!reply.is_object() || reply.value("n_restored", std::uint64_t{0}) != tokens) {
         // A failed restore wipes the slot: the request then computes its whole prompt.
@@ -58,10 +77,21 @@ awaitable<void> disk_tier::drop_checkpoints(upstream::pool& pool, const config::
 }
 
 awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket& t,
-                                           const prefix& p) {
+                                           const prefix& p, bool on_demand) {
     disk_action a;
     const auto cfg = src_.current();
     const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
+    if (!on_demand && !saves_allowed(t.p.backend)) {
+        log()->debug("no snapshot of {} on {}: saving there pauses after failed saves", p.key,
+                     b.name);
+        co_return a;
+    }
+    // One save of a key at a time: llama-server would write both into the same file.
+    auto lease = leases_.take_exclusive(p.key);
+    if (!lease) {
+        log()->debug("no snapshot of {}: another request is saving it", p.key);
+        co_return a;
+    }
     auto* idx = index_for(t.p.backend);
     const auto tokens = co_await prefix_tokens(pool, t.p.backend, p.messages, *p.body);
     if (!tokens) {
@@ -78,73 +108,119 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     const bool from_scratch = prime_stats && prime_stats->cached == 0;
     // The answer's status is not the test (a chat parser may refuse the one sampled token after
     // the prompt is in the slot): the slot must hold exactly the prefix.
-    if (primed.ec || !co_await slot_holds(pool, b, *t.p.slot, tokens->size())) {
+    const auto seen = primed.ec ? slot_seen{} : co_await look_at_slot(pool, b, *t.p.slot, tokens->size());
+    if (!primed.ec) {
+        // The priming's prefill, from its timings or else from the slot's own count.
+        a.primed = prime_stats ? static_cast<std::uint64_t>(std::max(0L, prime_stats->processed))
+                               : seen.processed;
+        primed_total_.fetch_add(a.primed, std::memory_order_relaxed);
+    }
+    if (!seen.holds) {
         reg_.set_held(t, {}, 0);
         co_return a;
     }
     reg_.set_held(t, p.levels, tokens->size());
-    {
-        std::lock_guard lock(mu_);
-        busy_keys_.insert(p.key);
-    }
-    const std::string file = cache::file_name_for(p.key);
-    const std::string target = fmt::format("/slots/{}?action=save", *t.p.slot);
-    const json save = {{"filename", file}};
-    auto saved = co_await upstream::call(pool, b, http::verb::post, target, save.dump(), save_timeout);
-    if (saved.status != 200) {
-        // Perhaps the disk is full: make room once and try again, else go without a snapshot.
-        const std::uint64_t need = tokens->size() * 2048;
-        co_await on_index(index_ex_, [this, idx, need] {
-            const auto total = idx->total_bytes();
-            std::lock_guard lock(mu_);
-            return idx->enforce_budget(total > need ? total - need : 0,
-                                       {busy_keys_.begin(), busy_keys_.end()});
-        });
-        saved = co_await upstream::call(pool, b, http::verb::post, target, save.dump(), save_timeout);
-    }
-    const json reply = saved.status == 200 ? json::parse(saved.body, nullptr, false) : json();
-    if (reply.is_object()) {
-        cache::snapshot s;
-        s.key = p.key;
-        s.identity = reg_.info(t.p.backend)->identity;
-        s.file = file;
-        s.tokens = reply.value("n_saved", std::uint64_t{0});
-        s.bytes = reply.value("n_written", std::uint64_t{0});
-        s.created = s.last_used = unix_now();
-        if (auto tm = reply.find("timings"); tm != reply.end() && tm->is_object()) {
-            s.save_ms = tm->value("save_ms", 0.0);
-        }
-        const auto views = reg_.snapshot();
-        s.prefill_seconds = static_cast<double>(s.tokens) /
-            std::max(1.0, views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second);
-        co_await on_index(index_ex_, [this, idx, s, max_disk = cfg->cache.max_disk] {
-            idx->put(s);
-            std::lock_guard lock(mu_);
-            return idx->enforce_budget(max_disk, {busy_keys_.begin(), busy_keys_.end()});
-        });
-        a.what = disk_action::kind::snapshotted;
-        a.tokens = s.tokens;
-        a.key = p.key;
-        if (from_scratch) co_await drop_checkpoints(pool, b, t, file, s.tokens);
-    } else {
-        log()->warn("saving slot {} of {} failed ({}): going on without a snapshot", *t.p.slot,
-                    b.name, saved.ec ? saved.ec.message() : std::to_string(saved.status));
-    }
-    std::lock_guard lock(mu_);
-    busy_keys_.erase(p.key);
+    cache::snapshot s;
+    const bool ok = co_await save_file(pool, t, p, tokens->size(), s);
+    saved(t.p.backend, ok);
+    if (!ok) co_return a;
+    co_await on_index(index_ex_, [this, idx, s, max_disk = cfg->cache.max_disk] {
+        idx->put(s);
+        return idx->enforce_budget(max_disk, leases_.held());
+    });
+    a.what = disk_action::kind::snapshotted;
+    a.tokens = s.tokens;
+    a.key = p.key;
+    if (from_scratch) co_await drop_checkpoints(pool, b, t, s.file, s.tokens);
     co_return a;
 }
 
+// Saves the slot (primed with exactly `p`) as p's file and fills `s` for the index. A save that
+// fails for want of disk space makes room (the budget's least valuable files) and tries once
+// more; any other failure evicts nothing (cache::judge_save_failure).
+awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, const prefix& p,
+                                     std::size_t tokens, cache::snapshot& s) {
+    const auto cfg = src_.current();
+    const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
+    auto* idx = index_for(t.p.backend);
+    const std::string file = cache::file_name_for(p.key);
+    const std::string target = fmt::format("/slots/{}?action=save", *t.p.slot);
+    const json save = {{"filename", file}};
+    auto r = co_await upstream::call(pool, b, http::verb::post, target, save.dump(),
+                                     cfg->cache.slot_call_timeout);
+    if (!r.ec && r.status != 200) {
+        double per_token = default_bytes_per_token;
+        {
+            std::lock_guard lock(mu_);
+            if (auto it = bytes_per_token_.find(t.p.backend); it != bytes_per_token_.end())
+                per_token = it->second;
+        }
+        const auto need = static_cast<std::uint64_t>(static_cast<double>(tokens) * per_token * 1.1);
+        const auto decision = co_await on_index(
+            index_ex_, [this, idx, key = p.key, file, status = r.status, body = r.body, need] {
+                remove_unindexed(*idx, key, file);  // what the failed save wrote takes room too
+                std::error_code ec;
+                const auto space = std::filesystem::space(idx->slot_dir(), ec);
+                const std::optional<std::uint64_t> free =
+                    ec ? std::nullopt : std::optional<std::uint64_t>(space.available);
+                const auto d = cache::judge_save_failure({false, status, body}, free, need);
+                if (d.retry()) {
+                    const auto total = idx->total_bytes();
+                    const auto dropped = idx->enforce_budget(
+                        total > d.evict_bytes ? total - d.evict_bytes : 0, leases_.held());
+                    log()->warn("the disk of {} is full: {} slot files deleted to make room",
+                                idx->slot_dir().string(), dropped.size());
+                }
+                return d;
+            });
+        if (decision.retry()) {
+            r = co_await upstream::call(pool, b, http::verb::post, target, save.dump(),
+                                        cfg->cache.slot_call_timeout);
+        }
+    }
+    const json reply = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
+    if (!reply.is_object()) {
+        log()->warn("saving slot {} of {} failed ({}): going on without a snapshot", *t.p.slot,
+                    b.name, r.ec ? r.ec.message() : std::to_string(r.status));
+        co_await on_index(index_ex_, [idx, key = p.key, file] {
+            remove_unindexed(*idx, key, file);
+            return true;
+        });
+        co_return false;
+    }
+    s.key = p.key;
+    s.identity = reg_.info(t.p.backend)->identity;
+    s.file = file;
+    s.tokens = reply.value("n_saved", std::uint64_t{0});
+    s.bytes = reply.value("n_written", std::uint64_t{0});
+    s.created = s.last_used = unix_now();
+    if (auto tm = reply.find("timings"); tm != reply.end() && tm->is_object()) {
+        s.save_ms = tm->value("save_ms", 0.0);
+    }
+    const auto views = reg_.snapshot();
+    s.prefill_seconds = static_cast<double>(s.tokens) /
+        std::max(1.0, views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second);
+    if (s.tokens > 0 && s.bytes > 0) {
+        std::lock_guard lock(mu_);
+        bytes_per_token_[t.p.backend] = static_cast<double>(s.bytes) / static_cast<double>(s.tokens);
+    }
+    co_return true;
+}
+
 void disk_tier::check(int backend, const disk_action& a, const std::optional<api::prompt_stats>& s) {
-    if (a.what != disk_action::kind::restored || !s || a.tokens == 0) return;
-    if (static_cast<std::uint64_t>(s->cached) * 2 >= a.tokens) return;
+    if (a.what != disk_action::kind::restored || !s || a.tokens == 0 || !a.judged) return;
+    const bool useful =
+        cache::restore_was_useful(a.tokens, static_cast<std::uint64_t>(std::max(0L, s->cached)));
     std::lock_guard lock(mu_);
-    if (!restore_broken_.insert(backend).second) return;
-    log()->warn("backend {}: a restored prefix of {} tokens saved only {} tokens; this model or "
-                "its flags cannot resume from a slot file (a sliding-window model needs "
-                "--swa-full). Restores there are stopped.",
-                src_.current()->backends[static_cast<std::size_t>(backend)].name, a.tokens,
-                s->cached);
+    auto& judge = judges_[backend];
+    if (!judge.record(useful, cache::policy_clock::now())) return;
+    const auto pause = std::chrono::duration_cast<std::chrono::seconds>(
+        judge.off_until - cache::policy_clock::now());
+    log()->warn("backend {}: {} restored prefixes in a row saved less than half their tokens (the "
+                "last: {} restored, {} reused); this model or its flags cannot resume from a slot "
+                "file (a sliding-window model needs --swa-full). Restores there pause for {} s.",
+                src_.current()->backends[static_cast<std::size_t>(backend)].name,
+                cache::restore_judge::useless_limit, a.tokens, s->cached, pause.count());
 }
 
 }  // namespace warmslot::service

@@ -17,7 +17,7 @@ using namespace disk_detail;
 namespace {
 
 using nlohmann::json;
-constexpr std::chrono::milliseconds slot_call_timeout{120'000};
+constexpr std::chrono::milliseconds render_timeout{120'000};  // /apply-template, /tokenize
 constexpr std::size_t max_counted_prefixes = 65536;  // uses_ entries (snapshot_after_uses)
 
 json parse_ok(const upstream::reply& r) {
@@ -32,7 +32,9 @@ std::string describe(const disk_action& a) {
         case disk_action::kind::none: return "";
         case disk_action::kind::restored: return fmt::format("restored {} tokens", a.tokens);
         case disk_action::kind::snapshotted: return fmt::format("snapshot {} tokens", a.tokens);
-        case disk_action::kind::restore_failed: return "restore failed, recomputed";
+        case disk_action::kind::restore_failed:
+            return a.file_dropped ? "restore failed, file dropped, recomputed"
+                                  : "restore failed, file kept, recomputed";
     }
     return "";
 }
@@ -80,9 +82,31 @@ cache::index* disk_tier::index_for(int backend) const {
     return it == indexes_.end() ? nullptr : it->second.get();
 }
 
-bool disk_tier::restore_broken(int backend) const {
+bool disk_tier::restores_allowed(int backend) {
+    const auto info = reg_.info(backend);
     std::lock_guard lock(mu_);
-    return restore_broken_.count(backend) > 0;
+    auto& judge = judges_[backend];
+    if (info) judge.observe_identity(info->identity);  // another model or build: judged afresh
+    return judge.allowed(cache::policy_clock::now());
+}
+
+bool disk_tier::saves_allowed(int backend) const {
+    std::lock_guard lock(mu_);
+    const auto it = save_backoff_.find(backend);
+    return it == save_backoff_.end() || it->second.allowed(cache::policy_clock::now());
+}
+
+void disk_tier::saved(int backend, bool ok) {
+    std::lock_guard lock(mu_);
+    auto& b = save_backoff_[backend];
+    if (ok) {
+        b.succeeded();
+        return;
+    }
+    b.failed(cache::policy_clock::now());
+    log()->warn("backend {}: saving a slot failed; no automatic save there for {} s",
+                src_.current()->backends[static_cast<std::size_t>(backend)].name,
+                b.pause().count());
 }
 
 bool disk_tier::enabled_for(int backend) const {
@@ -124,16 +148,23 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
     }
     auto* idx = index_for(t.p.backend);
     try {
+        // Leased before the lookup: from the decision to restore until the restore answered,
+        // no eviction (another request's snapshot making room) can delete this file.
+        auto lease = leases_.take(p->key);
         auto found = co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });
-        const bool broken = restore_broken(t.p.backend);
-        if (found && !broken) {
+        const bool allowed = restores_allowed(t.p.backend);
+        if (found && allowed) {
             // The slot's own prefix goes first when it is worth keeping and not on disk yet.
             // Restored, or failed and dropped: either way the request runs now; a failed file
             // is replaced by a fresh snapshot on the next use.
-            co_await save_reserved(pool, t, p->key);
+            const auto before = co_await save_reserved(pool, t, p->key, false);
             remember(t.p.backend, *t.p.slot, *p);
-            co_return co_await restore(pool, t, *p, *found);
+            auto a = co_await restore(pool, t, *p, *found);
+            a.primed += before.primed;
+            a.judged = !(body.contains("cache_prompt") && body["cache_prompt"] == false);
+            co_return a;
         }
+        lease.release();
         remember(t.p.backend, *t.p.slot, *p);  // the request brings it there
         std::uint64_t uses = 0;
         {
@@ -146,8 +177,8 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             }
             uses = ++uses_[p->key];
         }
-        if (found || broken || uses < src_.current()->cache.snapshot_after_uses) co_return none;
-        co_return co_await snapshot(pool, t, *p);
+        if (found || !allowed || uses < src_.current()->cache.snapshot_after_uses) co_return none;
+        co_return co_await snapshot(pool, t, *p, false);
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
         remember(t.p.backend, *t.p.slot, *p);
@@ -162,26 +193,24 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
     auto* idx = index_for(t.p.backend);
     const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
     json request = {{"filename", s.file}};
-    {
-        std::lock_guard lock(mu_);
-        busy_keys_.insert(p.key);
-    }
     const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
-                                           slot_call_timeout);
-    {
-        std::lock_guard lock(mu_);
-        busy_keys_.erase(p.key);
-    }
+                                           cfg->cache.slot_call_timeout);
     const json reply = parse_ok(r);
     disk_action a;
     a.key = p.key;
     if (!reply.is_object()) {
-        // llama-server answers 400 and wipes the slot when a file does not load.
-        log()->warn("restoring {} into {} slot {} failed ({}): file dropped, recomputing", s.file,
-                    b.name, *t.p.slot, r.ec ? r.ec.message() : std::to_string(r.status));
+        // What the slot holds now is unknown (llama-server wipes it when a file does not load;
+        // a restore that timed out may still run): believed empty.
         reg_.set_held(t, {}, 0);
-        co_await on_index(index_ex_, [idx, key = p.key] { idx->drop(key); return true; });
         a.what = disk_action::kind::restore_failed;
+        const cache::slot_call_result result{static_cast<bool>(r.ec), r.status, r.body};
+        a.file_dropped = cache::judge_restore_failure(result) == cache::restore_failure::drop_file;
+        log()->warn("restoring {} into {} slot {} failed ({}): {}, recomputing", s.file, b.name,
+                    *t.p.slot, r.ec ? r.ec.message() : std::to_string(r.status),
+                    a.file_dropped ? "llama-server cannot use the file, dropped" : "file kept");
+        if (a.file_dropped) {
+            co_await on_index(index_ex_, [idx, key = p.key] { idx->drop(key); return true; });
+        }
         co_return a;
     }
     a.what = disk_action::kind::restored;
@@ -215,10 +244,10 @@ awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::po
     whole.erase("stream");
     const json p_text = parse_ok(co_await upstream::call(pool, b, http::verb::post,
                                                          "/apply-template", part.dump(),
-                                                         slot_call_timeout));
+                                                         render_timeout));
     const json f_text = parse_ok(co_await upstream::call(pool, b, http::verb::post,
                                                          "/apply-template", whole.dump(),
-                                                         slot_call_timeout));
+                                                         render_timeout));
     if (!p_text.contains("prompt") || !f_text.contains("prompt")) co_return std::nullopt;
     const auto prefix_text = p_text["prompt"].get<std::string>();
     const auto full_text = f_text["prompt"].get<std::string>();
@@ -227,7 +256,7 @@ awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::po
     for (const auto* text : {&prefix_text, &full_text}) {
         json req = {{"content", *text}, {"add_special", true}, {"parse_special", true}};
         const json r = parse_ok(co_await upstream::call(pool, b, http::verb::post, "/tokenize",
-                                                        req.dump(), slot_call_timeout));
+                                                        req.dump(), render_timeout));
         if (!r.contains("tokens") || !r["tokens"].is_array()) co_return std::nullopt;
         tokens.push_back(r["tokens"].get<std::vector<int>>());
     }

@@ -14,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -22,7 +21,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "api/errors.hpp"
+#include "cache/disk_policy.hpp"
 #include "cache/index.hpp"
+#include "cache/leases.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "net/beast.hpp"
@@ -36,6 +37,14 @@ struct disk_action {
     enum class kind { none, restored, snapshotted, restore_failed } what = kind::none;
     std::uint64_t tokens = 0;  // tokens restored or primed
     std::string key;
+    // Prompt tokens llama-server computed for warmslot's own work before this request: priming
+    // the prefix for a snapshot, and priming the slot's previous prefix to save it before a
+    // restore. Part of X-Warmslot-Processed-Tokens, the access line and /metrics.
+    std::uint64_t primed = 0;
+    bool file_dropped = false;  // restore_failed: llama-server said the file is unusable
+    // The request lets llama-server reuse its prompt (not `cache_prompt: false`): only then does
+    // what it reused say whether the restore was useful.
+    bool judged = true;
 };
 std::string describe(const disk_action& a);
 
@@ -47,6 +56,7 @@ struct slot_report {
     std::string reason;        // why it was skipped or failed ("" when saved)
     std::uint64_t tokens = 0;  // tokens in the saved file
     std::string key;           // the prefix's content address
+    std::uint64_t primed = 0;  // prompt tokens llama-server computed to prime the slot
 };
 struct save_report {
     std::vector<slot_report> slots;
@@ -82,9 +92,13 @@ public:
     awaitable<disk_action> prepare(upstream::pool& pool, routing::ticket& t,
                                    const routing::fingerprint& fp, const nlohmann::json& body);
 
-    // After the response: a restore that saved nothing means this backend cannot restore
-    // usefully (e.g. a sliding-window model without --swa-full); restores stop there.
+    // After the response: judges whether the restore was useful. Several useless ones in a row
+    // mean this backend cannot restore usefully (e.g. a sliding-window model without
+    // --swa-full): restores pause there, for longer each time (cache::restore_judge).
     void check(int backend, const disk_action& a, const std::optional<api::prompt_stats>& s);
+
+    // Prompt tokens llama-server computed for warmslot's priming since start (every backend).
+    std::uint64_t primed_tokens_total() const { return primed_total_.load(std::memory_order_relaxed); }
 
     // Saves every idle slot of `backend` whose stable prefix (the last one a request brought to
     // it) is long enough and not on disk yet, e.g. because it was used fewer than
@@ -108,19 +122,26 @@ private:
                                         const nlohmann::json& body);
     awaitable<disk_action> restore(upstream::pool& pool, routing::ticket& t, const prefix& p,
                                    const cache::snapshot& s);
-    awaitable<disk_action> snapshot(upstream::pool& pool, routing::ticket& t, const prefix& p);
+    // `on_demand`: an explicit save (POST /admin/snapshot, /admin/warm, before a stop), which
+    // the backoff after failed saves does not hold back.
+    awaitable<disk_action> snapshot(upstream::pool& pool, routing::ticket& t, const prefix& p,
+                                    bool on_demand);
+    awaitable<bool> save_file(upstream::pool& pool, routing::ticket& t, const prefix& p,
+                              std::size_t tokens, cache::snapshot& s);
     awaitable<void> drop_checkpoints(upstream::pool& pool, const config::backend& b,
                                      routing::ticket& t, std::string file, std::uint64_t tokens);
     awaitable<std::optional<std::vector<int>>> prefix_tokens(upstream::pool& pool, int backend,
                                                              const nlohmann::json& messages,
                                                              const nlohmann::json& body);
     cache::index* index_for(int backend) const;
-    bool restore_broken(int backend) const;
+    bool restores_allowed(int backend);
+    bool saves_allowed(int backend) const;
+    void saved(int backend, bool ok);
     void open_indexes(const config::config& cfg);  // under mu_
     void remember(int backend, int slot, const prefix& p);
     awaitable<slot_report> save_slot(upstream::pool& pool, int backend, int slot);
     awaitable<slot_report> save_reserved(upstream::pool& pool, routing::ticket& t,
-                                         std::string except_key);
+                                         std::string except_key, bool on_demand);
 
     const config::source& src_;
     routing::registry& reg_;
@@ -128,8 +149,11 @@ private:
     mutable std::mutex mu_;
     std::map<std::string, std::unique_ptr<cache::index>> indexes_;  // by slot directory; only grows
     std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)
-    std::set<std::string> busy_keys_;              // being saved or restored: never evicted
-    std::set<int> restore_broken_;                 // backends that cannot restore
+    cache::key_leases leases_;                    // keys being looked up, saved or restored
+    std::map<int, cache::restore_judge> judges_;  // per backend: are restores useful there
+    std::map<int, cache::save_backoff> save_backoff_;  // per backend: saves after failures
+    std::map<int, double> bytes_per_token_;       // per backend: of its last saved file
+    std::atomic<std::uint64_t> primed_total_{0};
     // Per (backend, slot): the last stable prefix a request brought there, so that it can be
     // saved later (save_valuable). One entry per slot, replaced by the next prefix: memory is
     // bounded by the slot count times the size of one request.

@@ -222,6 +222,8 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                 {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
                 {"X-Warmslot-Slot", pin ? std::to_string(*slot) : "-"}};
             if (const auto d = describe(out.disk); !d.empty()) extra.emplace_back("X-Warmslot-Disk", d);
+            if (out.disk.primed > 0)
+                extra.emplace_back("X-Warmslot-Primed-Tokens", std::to_string(out.disk.primed));
             if (!out.rewrites.empty()) extra.emplace_back("X-Warmslot-Rewrites", out.rewrites);
             out.backend = b.name;
             out.route = extra[1].second;

@@ -103,9 +103,17 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
         text += fmt::format("warmslot_requests_total{{route=\"{}\"}} {}\n",
                             routing::name(static_cast<routing::route>(r)), c.requests_by_route[r]);
     }
+    // Priming is prompt work warmslot asked for: counted as processed (so the counter matches
+    // the backends' own llamacpp:prompt_tokens_total) and on its own.
+    const std::uint64_t primed = disk_ ? disk_->primed_tokens_total() : 0;
     counter(text, "warmslot_prompt_tokens_processed_total",
-            "Prompt tokens the backends computed for requests through warmslot.",
-            static_cast<double>(c.prompt_tokens_processed));
+            "Prompt tokens the backends computed for requests through warmslot, warmslot's own "
+            "priming included.",
+            static_cast<double>(c.prompt_tokens_processed + primed));
+    counter(text, "warmslot_prompt_tokens_primed_total",
+            "Prompt tokens the backends computed to prime slots with a stable prefix before "
+            "saving it (part of warmslot_prompt_tokens_processed_total).",
+            static_cast<double>(primed));
     counter(text, "warmslot_prompt_tokens_reused_total",
             "Prompt tokens the backends reused from their slots.",
             static_cast<double>(c.prompt_tokens_reused));

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 #include "api/endpoints.hpp"
@@ -162,8 +163,13 @@ void pipeline::log_access(const http_server::exchange& ex, const outcome& out, d
     if (!out.cfg->log.access) return;
     const auto& req = ex.request;
     std::string cache = "-";
-    if (out.stats) cache = fmt::format("cached={} processed={}", out.stats->cached,
-                                       out.stats->processed);
+    if (out.stats) {
+        const auto request = static_cast<std::uint64_t>(std::max(0L, out.stats->processed));
+        cache = fmt::format("cached={} processed={}", out.stats->cached, request + out.disk.primed);
+        // The parts, when warmslot primed the slot before the request.
+        if (out.disk.primed > 0)
+            cache += fmt::format(" (prime={}, request={})", out.disk.primed, request);
+    }
     const auto disk = describe(out.disk);
     access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{}{} {} bytes={} ms={:.1f}{}{}",
                        ex.id, std::string_view(req.method_string()), std::string_view(req.target()),

@@ -1,5 +1,6 @@
 #include "service/relay.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -74,16 +75,23 @@ private:
     std::vector<std::pair<std::string_view, std::string_view>> fields_;
 };
 
-void set_stats(http::fields& f, const std::optional<api::prompt_stats>& s) {
+// Processed tokens as reported: what llama-server computed for the request itself plus what it
+// computed for warmslot's priming before it (`primed`), so the sum matches llama-server's own
+// prompt token count.
+std::string processed_text(const api::prompt_stats& s, std::uint64_t primed) {
+    return std::to_string(static_cast<std::uint64_t>(std::max(0L, s.processed)) + primed);
+}
+
+void set_stats(http::fields& f, const std::optional<api::prompt_stats>& s, std::uint64_t primed) {
     if (!s) return;
     f.set(cached_header, std::to_string(s->cached));
-    f.set(processed_header, std::to_string(s->processed));
+    f.set(processed_header, processed_text(*s, primed));
 }
 
 // The last chunk of a chunked answer, with what the cache did as trailers.
-std::string last_chunk(const std::optional<api::prompt_stats>& s) {
+std::string last_chunk(const std::optional<api::prompt_stats>& s, std::uint64_t primed) {
     http::fields trailers;
-    set_stats(trailers, s);
+    set_stats(trailers, s, primed);
     return http_server::serialized_last_chunk(trailers);
 }
 
@@ -108,7 +116,7 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
     st.complete(out.stats);
     // The same order of set() calls as before: stats, keep-alive, then prepare_payload's length.
     const std::string cached = out.stats ? std::to_string(out.stats->cached) : "";
-    const std::string processed = out.stats ? std::to_string(out.stats->processed) : "";
+    const std::string processed = out.stats ? processed_text(*out.stats, out.disk.primed) : "";
     if (out.stats) res.set(cached_header, cached), res.set(processed_header, processed);
     if (!ex.keep_alive) res.set("Connection", "close");
     const std::string length = std::to_string(in.body().size());
@@ -270,7 +278,7 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         const bool done = p.is_done() && !rec;
         if (done) {
             out.stats = stats.stats;
-            if (chunked) last = last_chunk(out.stats);
+            if (chunked) last = last_chunk(out.stats, out.disk.primed);
         }
         if (got > 0 || !head_bytes.empty() || !last.empty()) {
             ex.client->expires_after(cfg.timeouts.stream_idle);
@@ -304,7 +312,8 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         out.stats = stats.stats;
         ex.client->expires_after(cfg.timeouts.stream_idle);
         const auto wec = co_await write_out(*ex.client, {}, chunked, event.data(), event.size(),
-                                            chunked ? last_chunk(out.stats) : std::string());
+                                            chunked ? last_chunk(out.stats, out.disk.primed)
+                                                    : std::string());
         if (wec) ex.keep_alive = false;
     }
     st.upstream_reusable = !rec && p.is_done() && p.keep_alive();

@@ -74,7 +74,7 @@ test('a corrupted snapshot fails its restore, is dropped, and the request is rec
     await waitFor('the restart to be noticed', async () =>
       /warmslot_belief_corrections_total [1-9]/.test(await (await fetch(`${ws.url}/metrics`)).text()), 10000);
     const r = await ask(ws, doc, 'Q2?');
-    assert.equal(r.disk, 'restore failed, recomputed');
+    assert.equal(r.disk, 'restore failed, file dropped, recomputed');
     assert.ok(r.processed >= 6000, 'the document was recomputed');
     assert.ok(!fs.existsSync(full), 'the bad file is gone');
     assert.deepEqual(indexRows(llama.saveDir), []);
@@ -131,7 +131,7 @@ test('warmslot killed with SIGKILL during saves leaves a consistent index', { ti
   }
 });
 
-test('a sliding-window model whose restores save nothing gets no more restores, with a warning', { timeout: 300000 }, async () => {
+test('a sliding-window model whose restores save nothing gets no more restores after three, with a warning', { timeout: 400000 }, async () => {
   // gemma2 without --swa-full: a restored slot is reprocessed in full (llama-server-behaviour.md).
   let llama = await startLlama({ arch: 'gemma2', slots: 3, ctx: 16384 });
   const ws = await startWarmslot({ backends: [{ name: 'swa', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
@@ -146,13 +146,18 @@ test('a sliding-window model whose restores save nothing gets no more restores, 
       llama = await restartLlama(llama);
       await waitFor('the restart to be noticed', async () => (await corrections()) > before, 10000);
     };
+    // One useless restore (a template that renders today's date does that too) is not enough.
+    for (let i = 0; i < 3; i++) {
+      await restartAndWait();
+      const restored = await ask(ws, doc, `Q${i + 2}?`);
+      assert.match(restored.disk, /^restored \d+ tokens/);
+      assert.ok(restored.processed >= 5000, `the restore saved nothing here (processed ${restored.processed})`);
+      const log = fs.readFileSync(ws.logFile, 'utf8');
+      assert.equal((log.match(/cannot resume from a slot file/g) ?? []).length, i === 2 ? 1 : 0);
+    }
     await restartAndWait();
-    const restored = await ask(ws, doc, 'Q2?');
-    assert.match(restored.disk, /^restored \d+ tokens$/);
-    assert.ok(restored.processed >= 5000, `the restore saved nothing here (processed ${restored.processed})`);
-    await restartAndWait();
-    const after = await ask(ws, doc, 'Q3?');
-    assert.equal(after.disk, '', 'no more restores on this backend');
+    const after = await ask(ws, doc, 'Q5?');
+    assert.equal(after.disk, '', 'restores pause on this backend');
     const log = fs.readFileSync(ws.logFile, 'utf8');
     assert.equal((log.match(/cannot resume from a slot file/g) ?? []).length, 1, 'warned once');
   } finally {

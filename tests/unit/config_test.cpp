@@ -628,3 +628,22 @@ TEST_CASE("config: IP literals are recognized like inet_pton does") {
         CHECK(cfg::detail::is_ipv6_literal(r.text) == r.v6);
     }
 }
+
+TEST_CASE("config: cache.slot_call_timeout is a positive duration") {
+    const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+    const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\ncache:\n";
+    CHECK(warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env)
+              .cache.slot_call_timeout == std::chrono::minutes(2));
+    CHECK(warmslot::config::parse(head + "  slot_call_timeout: 750ms\n", "test.yaml", env)
+              .cache.slot_call_timeout == std::chrono::milliseconds(750));
+    for (const char* bad : {"  slot_call_timeout: 0s\n", "  slot_call_timeout: 10\n",
+                            "  slot_call_timeout: 25h\n"}) {
+        try {
+            warmslot::config::parse(head + bad, "test.yaml", env);
+            FAIL("accepted: " << bad);
+        } catch (const warmslot::config::config_error& e) {
+            CHECK(e.key_path() == "cache.slot_call_timeout");
+            CHECK(e.line() == 5);
+        }
+    }
+}

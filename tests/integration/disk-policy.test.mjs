@@ -1,0 +1,162 @@
+// What the disk tier reports and keeps, against real llama-server processes: the prompt tokens it
+// reports for a request include warmslot's own priming (matching llama-server's /metrics), and a
+// restore that times out keeps its file. A small HTTP relay between warmslot and llama-server
+// holds restore calls on demand: a real llama-server cannot be made slow at will.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { getJson, postJson, questionTokens, restartLlama, snapshotFiles, startLlama } from './lib/llama.mjs';
+import { waitFor } from './lib/procs.mjs';
+import { startWarmslot } from './lib/warmslot.mjs';
+import { chat, makeDocument } from './lib/text.mjs';
+
+const settings = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_tokens: 1024\n';
+
+async function llamaMetric(llama, name) {
+  const text = await (await fetch(`${llama.url}/metrics`)).text();
+  return Number(text.match(new RegExp(`^llamacpp:${name} (\\d+)`, 'm'))?.[1] ?? NaN);
+}
+
+async function warmslotMetric(ws, name) {
+  const text = await (await fetch(`${ws.url}/metrics`)).text();
+  return Number(text.match(new RegExp(`^${name} (\\d+)`, 'm'))?.[1] ?? NaN);
+}
+
+async function routed(ws) {
+  await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+}
+
+// Forwards every request to `target()` unchanged, except restore calls while `holdRestores` is
+// set: those get no answer until the caller's side closes the connection.
+function startRelay(target) {
+  const held = new Set();
+  const relay = { holdRestores: false, restoresHeld: 0 };
+  const server = http.createServer((req, res) => {
+    if (relay.holdRestores && /[?&]action=restore/.test(req.url)) {
+      relay.restoresHeld++;
+      held.add(res);
+      req.resume();
+      res.on('close', () => held.delete(res));
+      return;
+    }
+    const up = http.request(`${target()}${req.url}`, { method: req.method, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
+    relay.url = `http://127.0.0.1:${server.address().port}`;
+    relay.stop = () => new Promise((done) => {
+      for (const r of held) r.destroy();
+      server.closeAllConnections();
+      server.close(() => done());
+    });
+    resolve(relay);
+  }));
+}
+
+for (const arch of ['llama', 'qwen35']) {
+  test(`${arch}: a first long-prefix request reports the priming in its processed tokens`, { timeout: 300000 }, async () => {
+    const llama = await startLlama({ arch, slots: 2, ctx: 16384 });
+    const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+    try {
+      await routed(ws);
+      const before = await llamaMetric(llama, 'prompt_tokens_total');
+      const primedBefore = await warmslotMetric(ws, 'warmslot_prompt_tokens_primed_total');
+      const r = await postJson(`${ws.url}/v1/chat/completions`, chat(makeDocument(700, 8000), 'What is on the first line?'));
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      const computed = (await llamaMetric(llama, 'prompt_tokens_total')) - before;
+      assert.match(r.headers.get('x-warmslot-disk') ?? '', /^snapshot \d+ tokens/);
+      const primed = Number(r.headers.get('x-warmslot-primed-tokens'));
+      const processed = Number(r.headers.get('x-warmslot-processed-tokens'));
+      assert.ok(primed > 7000, `the priming computed the document (${primed})`);
+      assert.equal(processed, computed, 'X-Warmslot-Processed-Tokens is what llama-server computed');
+      assert.equal(processed, primed + r.body.timings.prompt_n, 'priming plus the request itself');
+      assert.equal((await warmslotMetric(ws, 'warmslot_prompt_tokens_primed_total')) - primedBefore, primed);
+      const log = fs.readFileSync(ws.logFile, 'utf8');
+      assert.match(log, new RegExp(`processed=${processed} \\(prime=${primed}, request=${r.body.timings.prompt_n}\\)`));
+    } finally {
+      await ws.stop();
+      await llama.stop();
+    }
+  });
+
+  test(`${arch}: a restore that times out keeps its file, which restores later`, { timeout: 300000 }, async () => {
+    let llama = await startLlama({ arch, slots: 2, ctx: 16384 });
+    const relay = await startRelay(() => llama.url);
+    const ws = await startWarmslot({ backends: [{ name: 'b', url: relay.url, slotSaveDir: llama.saveDir }],
+      extra: `${settings}  slot_call_timeout: 1s\n` });
+    const restart = async () => {
+      const seen = await warmslotMetric(ws, 'warmslot_belief_corrections_total');
+      llama = await restartLlama(llama);
+      await waitFor('warmslot to notice the restart', async () =>
+        (await warmslotMetric(ws, 'warmslot_belief_corrections_total')) > seen, 15000);
+    };
+    try {
+      await routed(ws);
+      const doc = makeDocument(710, 6000);
+      const first = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, 'Q1?'));
+      assert.match(first.headers.get('x-warmslot-disk') ?? '', /^snapshot \d+ tokens/);
+      const [file] = snapshotFiles(llama.saveDir);
+      const size = fs.statSync(path.join(llama.saveDir, file)).size;
+
+      await restart();
+      relay.holdRestores = true;
+      const slow = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, 'Q2?'));
+      assert.equal(slow.status, 200);
+      assert.equal(relay.restoresHeld, 1);
+      assert.equal(slow.headers.get('x-warmslot-disk'), 'restore failed, file kept, recomputed');
+      assert.ok(slow.body.timings.prompt_n >= 5000, 'the request was recomputed');
+      assert.equal(fs.statSync(path.join(llama.saveDir, file)).size, size, 'the file is still there');
+
+      relay.holdRestores = false;
+      await restart();
+      const later = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, 'Q3?'));
+      assert.match(later.headers.get('x-warmslot-disk') ?? '', /^restored \d+ tokens/);
+      assert.ok(later.body.timings.prompt_n < 200, `the kept file restored usefully (${later.body.timings.prompt_n})`);
+    } finally {
+      await ws.stop();
+      await relay.stop();
+      await llama.stop();
+    }
+  });
+}
+
+for (const arch of ['llama', 'qwen35']) {
+  // On a hybrid model llama-server can only roll back to a context checkpoint. A slot primed with
+  // exactly the document (no checkpoints) gets one where the question starts from the first
+  // question's request, and it stays the first checkpoint of the slot: every later question on
+  // the same document costs only itself, even after the same request was repeated (which, without
+  // the priming, leaves only checkpoints about n_ubatch tokens before the end).
+  test(`${arch}: the same document with other questions costs only the questions`, { timeout: 300000 }, async () => {
+    const llama = await startLlama({ arch, slots: 2, ctx: 16384 });
+    const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+    try {
+      await routed(ws);
+      const doc = makeDocument(720, 7000);
+      const ask = async (q) => {
+        const before = await llamaMetric(llama, 'prompt_tokens_total');
+        const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q));
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        return { processed: Number(r.headers.get('x-warmslot-processed-tokens')),
+          computed: (await llamaMetric(llama, 'prompt_tokens_total')) - before, disk: r.headers.get('x-warmslot-disk') };
+      };
+      const first = await ask('What is on the first line?');
+      assert.match(first.disk ?? '', /^snapshot \d+ tokens/);
+      await ask('What is on the first line?');
+      for (const q of ['Summarise the third paragraph in one line.', 'Which word comes last?']) {
+        const r = await ask(q);
+        const bound = (await questionTokens(llama.url, q)) + 16;
+        assert.ok(r.processed <= bound, `${q}: processed ${r.processed}, bound ${bound}`);
+        assert.equal(r.processed, r.computed);
+      }
+    } finally {
+      await ws.stop();
+      await llama.stop();
+    }
+  });
+}
