@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "util/log.hpp"
 
@@ -78,7 +81,10 @@ awaitable<void> supervisor::loop() {
 void supervisor::tick(const config::config& cfg, clock::time_point now) {
     if (stopping_) return;
     const auto views = reg_.snapshot();
-    std::lock_guard lock(mu_);
+    // Stops start after the lock is released: co_spawn may run save_and_stop inline up to its
+    // first suspension, and save_and_stop takes the lock.
+    std::vector<std::pair<int, const char*>> stops;
+    std::unique_lock lock(mu_);
     for (std::size_t i = 0; i < cfg.backends.size(); ++i) {
         const auto& b = cfg.backends[i];
         if (!b.supervised()) continue;
@@ -107,17 +113,19 @@ void supervisor::tick(const config::config& cfg, clock::time_point now) {
         if (in_flight > 0) c.last_use = now;  // idle time counts from the end of the last request
         if (c.proc && b.retired) {
             c.stopping = true;
-            net::co_spawn(ex_, save_and_stop(idx, "removed from the config"), net::detached);
+            stops.emplace_back(idx, "removed from the config");
             continue;
         }
         if (c.proc && b.idle_stop.count() > 0 && in_flight == 0 && now - c.last_use > b.idle_stop) {
             c.wanted = false;
             c.stopping = true;
-            net::co_spawn(ex_, save_and_stop(idx, "idle"), net::detached);
+            stops.emplace_back(idx, "idle");
             continue;
         }
         if (!c.proc && c.wanted && !b.retired && now >= c.next_start) launch(idx, b, c);
     }
+    lock.unlock();
+    for (const auto& [idx, why] : stops) net::co_spawn(ex_, save_and_stop(idx, why), net::detached);
 }
 
 void supervisor::launch(int index, const config::backend& b, child& c) {
