@@ -288,8 +288,13 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             if (suspect == sent_done) co_return;
             if (suspect < 0 || st.client_gone) break;
             // The planned backend may have restarted: what its slots hold is checked before the
-            // request is planned again (and its prefix restored from disk).
-            reg_.cancel(t);
+            // request is planned again (and its prefix restored from disk). Nothing reached the
+            // slot: its belief stays for the check to confirm or correct.
+            if (t.p.slot && !t.floating) {
+                reg_.release(t);
+            } else {
+                reg_.cancel(t);
+            }
             co_await await_checks(cfg, suspect, st, out, "restart check");
             t = plan_now(true);
         }
@@ -386,7 +391,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             }
             if (result == attempt::backend_failed) break;
             // A dead pooled connection: the backend closed it, maybe because it restarted.
-            if (planned && slot && may_recheck) co_return static_cast<int>(i);
+            if (planned && pin && may_recheck) co_return static_cast<int>(i);
         }
         if (planned && !st.client_gone) {
             if (connect_failed && may_recheck) co_return static_cast<int>(i);
