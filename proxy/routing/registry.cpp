@@ -54,6 +54,21 @@ void registry::sync(const std::vector<std::string>& names, const std::vector<boo
     update_multi_model_locked();
 }
 
+void registry::set_listener(std::function<void()> f) {
+    std::lock_guard lock(listener_mu_);
+    listener_ = std::move(f);
+}
+
+void registry::set_check_listener(std::function<void(int)> f) {
+    std::lock_guard lock(listener_mu_);
+    check_listener_ = std::move(f);
+}
+
+void registry::notify() {
+    std::lock_guard lock(listener_mu_);
+    if (listener_) listener_();
+}
+
 slot_view* registry::slot_of(backend_state& b, int id) {
     if (id < 0 || static_cast<std::size_t>(id) >= b.view.slots.size()) return nullptr;
     return &b.view.slots[static_cast<std::size_t>(id)];
@@ -66,18 +81,20 @@ plan registry::preview(const fingerprint* fp, std::string_view model,
 }
 
 ticket registry::reserve(const fingerprint* fp, std::string_view model,
-                         std::uint64_t request_bytes, clock::time_point now, bool allow_wait) {
+                         std::uint64_t request_bytes, clock::time_point now, bool allow_wait,
+                         std::size_t backends, bool takes_slot) {
     std::lock_guard lock(mu_);
     ticket t;
-    t.p = plan_locked(fp, model, now, allow_wait);
+    t.p = plan_locked(fp, model, now, allow_wait, backends);
     t.id = next_ticket_++;
     t.request_bytes = request_bytes;
+    t.takes_slot = takes_slot;
     if (t.p.backend < 0) return t;
     return reserve_locked(std::move(t), now);
 }
 
 plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
-                           bool allow_wait) const {
+                           bool allow_wait, std::size_t backends) const {
     // Copy-assigned into the same vector every time: the slots' and levels' buffers are reused.
     auto& views = views_;
     views.resize(backends_.size());
@@ -89,15 +106,18 @@ plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock:
     for (std::size_t i = 0; i < backends_.size(); ++i) {
         const auto& b = backends_[i];
         views[i] = b.view;
+        // Beyond the caller's config, or waiting for a check after a sign of a restart.
+        if (i >= backends || b.checks_done < b.trusted_after) views[i].healthy = false;
         if (b.rate_learned) rate_sum += b.view.prefill_tokens_per_second, ++rates;
         if (b.tpb_learned) tpb_sum += b.view.tokens_per_byte, ++tpbs;
     }
     // A backend that has not served yet is assumed to be like the others, so replicas compare
     // on load and content rather than on a default rate.
     for (std::size_t i = 0; i < views.size(); ++i) {
-        const bool floating = backends_[i].floating_in_flight > 0;
+        // A floating or unpinned request may be on any idle slot.
+        const bool unknown = slots_unknown(backends_[i]);
         for (auto& slot : views[i].slots) {
-            slot.busy = slot.busy || floating;  // a floating request may be on any idle slot
+            slot.busy = slot.busy || unknown;
             if (slot.busy) slot.busy_until = std::max(slot.busy_until, now + min_wait);
         }
         if (!backends_[i].rate_learned && rates > 0) views[i].prefill_tokens_per_second = rate_sum / rates;
@@ -125,7 +145,7 @@ ticket registry::reserve_locked(ticket t, clock::time_point now) {
     ++b.view.in_flight;
     ++counters_.requests_by_route[static_cast<int>(t.p.why)];
     if (!t.p.slot) {
-        ++b.unpinned_in_flight;
+        ++(t.takes_slot ? b.unpinned_in_flight : b.unpinned_other);
     } else if (t.p.why != route::wait_hit) {
         auto* s = slot_of(b, *t.p.slot);
         b.reserved_by[static_cast<std::size_t>(*t.p.slot)] = t.id;
@@ -142,7 +162,7 @@ bool registry::try_take(ticket& t, clock::time_point now) {
     auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
     const auto i = static_cast<std::size_t>(*t.p.slot);
     if (i >= b.reserved_by.size() || b.reserved_by[i] != 0 || b.outside_busy[i] ||
-        b.floating_in_flight > 0) {
+        slots_unknown(b)) {
         return false;
     }
     b.reserved_by[i] = t.id;
@@ -158,28 +178,41 @@ void registry::mark_floating(ticket& t) {
     ++backends_[static_cast<std::size_t>(t.p.backend)].floating_in_flight;
 }
 
+void registry::end_unpinned_locked(backend_state& b, const ticket& t) {
+    auto& n = t.takes_slot ? b.unpinned_in_flight : b.unpinned_other;
+    if (n > 0) --n;
+}
+
 void registry::cancel(const ticket& t) {
-    std::lock_guard lock(mu_);
-    if (t.p.backend < 0) return;
-    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
-    if (b.view.in_flight > 0) --b.view.in_flight;
-    if (t.floating && b.floating_in_flight > 0) --b.floating_in_flight;
-    if (!t.p.slot) {
-        if (b.unpinned_in_flight > 0) --b.unpinned_in_flight;
-        return;
+    {
+        std::lock_guard lock(mu_);
+        if (t.p.backend < 0) return;
+        auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+        if (b.view.in_flight > 0) --b.view.in_flight;
+        if (t.floating && b.floating_in_flight > 0) --b.floating_in_flight;
+        if (!t.p.slot) {
+            end_unpinned_locked(b, t);
+        } else if (const auto i = static_cast<std::size_t>(*t.p.slot);
+                   i < b.reserved_by.size() && b.reserved_by[i] == t.id) {
+            b.reserved_by[i] = 0;
+            b.view.slots[i].busy = b.outside_busy[i];
+            // The request may have been cut during prefill: what the slot holds is unknown.
+            b.view.slots[i].held.clear();
+        }
     }
-    const auto i = static_cast<std::size_t>(*t.p.slot);
-    if (i < b.reserved_by.size() && b.reserved_by[i] == t.id) {
-        b.reserved_by[i] = 0;
-        b.view.slots[i].busy = b.outside_busy[i];
-        // The request may have been cut during prefill: what the slot holds is unknown.
-        b.view.slots[i].held.clear();
-    }
+    notify();
 }
 
 void registry::complete(const ticket& t, const fingerprint* fp,
                         const std::optional<api::prompt_stats>& s, clock::time_point now) {
     if (!s) return cancel(t);
+    record_complete(t, fp, *s, now);
+    notify();
+}
+
+void registry::record_complete(const ticket& t, const fingerprint* fp, const api::prompt_stats& st,
+                               clock::time_point now) {
+    const auto* s = &st;
     std::lock_guard lock(mu_);
     if (t.p.backend < 0) return;
     auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
@@ -208,7 +241,7 @@ void registry::complete(const ticket& t, const fingerprint* fp,
         ++counters_.mispredictions;
     }
     if (!t.p.slot) {
-        if (b.unpinned_in_flight > 0) --b.unpinned_in_flight;
+        end_unpinned_locked(b, t);
         return;
     }
     const auto i = static_cast<std::size_t>(*t.p.slot);
@@ -287,9 +320,12 @@ void registry::set_info(int backend, const backend_info& info, bool pinning) {
 }
 
 void registry::set_healthy(int backend, bool healthy) {
-    std::lock_guard lock(mu_);
-    auto& b = backends_[static_cast<std::size_t>(backend)];
-    b.view.healthy = healthy && !b.retired && !b.stopped;
+    {
+        std::lock_guard lock(mu_);
+        auto& b = backends_[static_cast<std::size_t>(backend)];
+        b.view.healthy = healthy && !b.retired && !b.stopped;
+    }
+    notify();
 }
 
 void registry::set_stopped(int backend, bool stopped) {
@@ -317,7 +353,7 @@ std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
     auto& b = backends_[static_cast<std::size_t>(backend)];
     auto* s = slot_of(b, slot);
     const auto i = static_cast<std::size_t>(slot);
-    if (!s || b.reserved_by[i] != 0 || b.outside_busy[i] || s->busy || b.floating_in_flight > 0) {
+    if (!s || b.reserved_by[i] != 0 || b.outside_busy[i] || s->busy || slots_unknown(b)) {
         return std::nullopt;
     }
     if (must_hold.empty() || common_levels(s->held, must_hold) < must_hold.size()) {
@@ -336,14 +372,17 @@ std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
 }
 
 void registry::release(const ticket& t) {
-    std::lock_guard lock(mu_);
-    if (t.p.backend < 0 || !t.p.slot) return;
-    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
-    const auto i = static_cast<std::size_t>(*t.p.slot);
-    if (i >= b.reserved_by.size() || b.reserved_by[i] != t.id) return;
-    if (b.view.in_flight > 0) --b.view.in_flight;
-    b.reserved_by[i] = 0;
-    b.view.slots[i].busy = b.outside_busy[i];
+    {
+        std::lock_guard lock(mu_);
+        if (t.p.backend < 0 || !t.p.slot) return;
+        auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+        const auto i = static_cast<std::size_t>(*t.p.slot);
+        if (i >= b.reserved_by.size() || b.reserved_by[i] != t.id) return;
+        if (b.view.in_flight > 0) --b.view.in_flight;
+        b.reserved_by[i] = 0;
+        b.view.slots[i].busy = b.outside_busy[i];
+    }
+    notify();
 }
 
 void registry::forget_all(int backend) {
@@ -358,6 +397,12 @@ void registry::forget_all(int backend) {
 
 void registry::reconcile(int backend, const std::vector<observed_slot>& slots,
                          clock::time_point now) {
+    apply_reconcile(backend, slots, now);
+    notify();
+}
+
+void registry::apply_reconcile(int backend, const std::vector<observed_slot>& slots,
+                                clock::time_point now) {
     std::lock_guard lock(mu_);
     auto& b = backends_[static_cast<std::size_t>(backend)];
     for (const auto& o : slots) {

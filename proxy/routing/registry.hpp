@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -29,6 +31,9 @@ struct ticket {
     // picks the slot by prompt similarity, and the planned slot is where warmslot prepared the
     // prefix (set by mark_floating).
     bool floating = false;
+    // Unpinned (no slot planned) and may take a slot there: a chat or completion task, as
+    // opposed to /tokenize or /props. While one runs, no slot of its backend is pinned.
+    bool takes_slot = true;
 };
 
 // What GET /props and /v1/models said about a backend.
@@ -37,9 +42,13 @@ struct backend_info {
     std::uint64_t n_ctx_per_slot = 0;
     std::string build_info;
     std::string model_path;
+    std::string model_type;          // model_ftype of /props
+    std::string model_meta;          // shape facts of /v1/models (parameters, size, vocabulary)
+    std::string lora;                // adapters and their scales (GET /lora-adapters)
     std::vector<std::string> models; // ids from /v1/models and the alias
     std::string identity;            // what slot files must match to load here (model file,
-                                     // its size and time when visible, build, slots, context)
+                                     // its size and time when visible, build, slots, context,
+                                     // adapters, KV flags: routing/observations.hpp)
 };
 
 // One slot as GET /slots shows it.
@@ -69,12 +78,39 @@ public:
     void sync(const std::vector<std::string>& names, const std::vector<bool>& retired,
               planner_settings settings);
 
+    static constexpr std::size_t all_backends = std::numeric_limits<std::size_t>::max();
+
+    // Called (outside the lock, from any thread) after every change that may let a waiter go
+    // on: a slot released or completed, a backend checked, its health changed. It must not call
+    // back into the registry. Set once before serving; nullptr clears it.
+    void set_listener(std::function<void()> f);
+    // Called (outside the lock) by want_check with the backend to check: the monitor's. Set
+    // once before serving; nullptr clears it.
+    void set_check_listener(std::function<void(int)> f);
+
     // Plans a request and reserves the chosen slot (unless the plan is to wait for it).
     // allow_wait false: never plan to wait for a busy slot (after a wait that gave up).
+    // `backends`: only the first this many are candidates (the caller's config snapshot may be
+    // older than the registry after a reload). `takes_slot`: see ticket::takes_slot.
     ticket reserve(const fingerprint* fp, std::string_view model, std::uint64_t request_bytes,
-                   clock::time_point now, bool allow_wait = true);
+                   clock::time_point now, bool allow_wait = true,
+                   std::size_t backends = all_backends, bool takes_slot = true);
     // What reserve would plan now, without reserving anything (POST /warmslot/explain).
     plan preview(const fingerprint* fp, std::string_view model, clock::time_point now) const;
+
+    // A request sent to `backend` without a plan for it (failover): counted like an unpinned
+    // ticket, so no slot there is pinned while it runs. end_unpinned when it is over.
+    void begin_unpinned(int backend);
+    void end_unpinned(int backend);
+
+    // Checks of a backend by the monitor (GET /props and /slots). want_check: a request saw a
+    // sign of a restart (a dead pooled connection, a refused connect) or found no backend
+    // ready; until a check that starts after this call is done, the backend takes no plans.
+    // Returns the checks_done value to wait for (0 without a check listener: no monitor runs).
+    std::uint64_t want_check(int backend);
+    std::uint64_t checks_done(int backend) const;
+    void check_started(int backend);
+    void check_done(int backend);
     // For a wait_hit ticket: takes the slot if it is idle now. False: still busy.
     bool try_take(ticket& t, clock::time_point now);
     // The ticket's request goes out without id_slot. While it runs, no slot of its backend is
@@ -99,6 +135,11 @@ public:
     // restore from disk or a priming, before the request itself runs.
     void set_held(const ticket& t, std::vector<prefix_level> levels, std::uint64_t tokens);
 
+    // Reserves `count` idle slots of `backend` for warmslot's own use of them (the monitor's probe
+    // of slot stability): all or none. Never a slot with a ticket or seen processing, and none
+    // while an unpinned or floating request runs there. Give them back with release().
+    std::vector<ticket> reserve_idle(int backend, std::size_t count);
+
     // Reserves one given slot for warmslot's own work on it (saving it to disk), only when it is
     // idle (no ticket, not seen processing) and still holds `must_hold` as a prefix of what it
     // holds. std::nullopt: busy, or it holds something else now. Never plans, never waits.
@@ -121,7 +162,8 @@ private:
         std::optional<backend_info> info;
         std::vector<std::uint64_t> reserved_by;  // per slot: ticket id holding it, 0 = none
         std::vector<bool> outside_busy;          // per slot: processing without our ticket
-        std::size_t unpinned_in_flight = 0;
+        std::size_t unpinned_in_flight = 0;      // unpinned requests that may take a slot
+        std::size_t unpinned_other = 0;          // unpinned ones that take none (/tokenize, ...)
         std::size_t floating_in_flight = 0;      // requests on a slot llama-server chose
         std::deque<std::uint64_t> evicted;       // level hashes this backend held lately (its
                                                  // RAM cache or disk may still have them)
@@ -129,10 +171,24 @@ private:
         bool tpb_learned = false;                // tokens per byte observed
         bool retired = false;                    // removed by a reload: never planned
         bool stopped = false;                    // supervised process not running
+        std::uint64_t checks_started = 0;        // monitor checks begun and finished
+        std::uint64_t checks_done = 0;
+        std::uint64_t trusted_after = 0;         // no plans until checks_done reaches this
     };
+    // Slots of `b` whose state is unknown: a request runs there on a slot llama-server chose.
+    static bool slots_unknown(const backend_state& b) {
+        return b.floating_in_flight > 0 || b.unpinned_in_flight > 0;
+    }
+    void notify();  // calls the listener; never under mu_
+    // The bodies of complete and reconcile (they lock mu_; their callers notify after).
+    void record_complete(const ticket& t, const fingerprint* fp, const api::prompt_stats& s,
+                         clock::time_point now);
+    void apply_reconcile(int backend, const std::vector<observed_slot>& slots,
+                          clock::time_point now);
+    void end_unpinned_locked(backend_state& b, const ticket& t);
     void evicted(backend_state& b, const std::vector<prefix_level>& levels);
     plan plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
-                     bool allow_wait) const;
+                     bool allow_wait, std::size_t backends = all_backends) const;
     ticket reserve_locked(ticket t, clock::time_point now);
     plan prefer_previous_backend(const plan_input& in, const std::vector<backend_view>& views,
                                  plan p) const;
@@ -140,6 +196,9 @@ private:
     void update_multi_model_locked();
 
     mutable std::mutex mu_;
+    std::mutex listener_mu_;  // taken after mu_ is released, never together
+    std::function<void()> listener_;
+    std::function<void(int)> check_listener_;
     std::atomic<bool> multi_model_{false};
     planner_settings settings_;
     std::vector<backend_state> backends_;

@@ -20,13 +20,9 @@
 #include "api/forward_headers.hpp"
 #include "service/pipeline.hpp"
 #include "service/relay.hpp"
+#include "service/wakeup.hpp"
 
 namespace warmslot::service {
-namespace {
-
-using routing::clock;
-
-enum class attempt { relayed, stale_connection, backend_failed };
 
 // What the cache reads a request's prompt from: the body itself for chat and completions, the
 // chat body llama-server renders for Responses and Messages (api/chat_view.hpp).
@@ -41,6 +37,12 @@ struct prompt_view {
         return chat_shape ? body : nullptr;
     }
 };
+
+namespace {
+
+using routing::clock;
+
+enum class attempt { relayed, stale_connection, backend_failed };
 
 prompt_view view_of(api::api_shape shape, const nlohmann::json* body) {
     prompt_view v;
@@ -154,30 +156,94 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
     co_return attempt::relayed;
 }
 
+// Requests whose task may run on a slot: everything but tokenizer and template calls.
+bool may_take_slot(const request_class& cls, std::string_view target) {
+    if (cls.ep.kind != api::endpoint_kind::forward_json) return false;
+    const auto path = api::path_of(target);
+    return path != "/tokenize" && path != "/detokenize" && path != "/apply-template" &&
+           path != "/v1/messages/count_tokens";
+}
+
+// `n` (or `n_cmpl`) > 1 runs child tasks on other idle slots llama-server picks: such a request
+// is never pinned.
+bool fans_out(const nlohmann::json* body) {
+    if (body == nullptr || !body->is_object()) return false;
+    for (const char* key : {"n", "n_cmpl"}) {
+        const auto it = body->find(key);
+        if (it != body->end() && it->is_number() && it->get<double>() > 1) return true;
+    }
+    return false;
+}
+
+// A failover send: counted on its backend like an unpinned request while it runs.
+class unpinned_lease {
+public:
+    unpinned_lease(routing::registry& reg, int backend, bool counted)
+        : reg_(reg), backend_(counted ? backend : -1) {
+        if (backend_ >= 0) reg_.begin_unpinned(backend_);
+    }
+    ~unpinned_lease() {
+        if (backend_ >= 0) reg_.end_unpinned(backend_);
+    }
+    unpinned_lease(const unpinned_lease&) = delete;
+    unpinned_lease& operator=(const unpinned_lease&) = delete;
+
+private:
+    routing::registry& reg_;
+    int backend_;
+};
+
+// How long a request waits for the monitor to check backends (at start-up, or after a sign of
+// a restart) before it is sent on what warmslot believes then.
+constexpr auto check_wait = std::chrono::seconds(10);
+
 }  // namespace
 
-// Waits until the slot a wait_hit plan chose is idle and takes it. False: gave up.
+// Waits until the slot a wait_hit plan chose is idle and takes it. False: gave up. Woken by
+// the registry when a slot is released, never polling it.
 awaitable<bool> pipeline::wait_for_slot(const config::config& cfg, routing::ticket& t,
                                         forward_state& st) {
     // Waiting longer than recomputing the held prefix would take is not worth it.
     const auto worth = std::chrono::duration_cast<clock::duration>(
         std::chrono::duration<double>(std::max(0.005, t.saved_prefill_seconds)));
     const auto limit = std::min<clock::duration>(cfg.routing.max_wait, worth);
-    const auto deadline = clock::now() + limit;
-    net::steady_timer timer(co_await net::this_coro::executor);
-    while (!st.client_gone && clock::now() < deadline) {
-        if (reg_.try_take(t, clock::now())) co_return true;
-        timer.expires_after(std::chrono::milliseconds(2));
-        co_await timer.async_wait(nothrow);
+    co_return co_await wait_until(
+        *wakeups_, [&] { return reg_.try_take(t, clock::now()); }, clock::now() + limit,
+        [&] { return st.client_gone; });
+}
+
+// Asks the monitor to check `backend` (-1: every active one of the request's config) now, and
+// waits, at most check_wait, until it has.
+awaitable<void> pipeline::await_checks(const config::config& cfg, int backend, forward_state& st,
+                                       outcome& out, const char* why) {
+    std::vector<std::pair<int, std::uint64_t>> targets;
+    for (std::size_t i = 0; i < cfg.backends.size(); ++i) {
+        const int idx = static_cast<int>(i);
+        if ((backend >= 0 && idx != backend) || cfg.backends[i].retired) continue;
+        targets.emplace_back(idx, reg_.want_check(idx));
     }
-    co_return false;
+    const auto start = clock::now();
+    const bool done = co_await wait_until(
+        *wakeups_,
+        [&] {
+            return std::all_of(targets.begin(), targets.end(), [&](const auto& x) {
+                return reg_.checks_done(x.first) >= x.second;
+            });
+        },
+        start + check_wait, [&] { return st.client_gone; });
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
+    out.waited += fmt::format("{}{} {}ms{}", out.waited.empty() ? "" : ", ", why, ms,
+                              done ? "" : " (gave up)");
 }
 
 awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                                   const nlohmann::json* body) {
     const auto& cfg = *out.cfg;
     const auto shape = out.cls.ep.shape;
-    const prompt_view view = cfg.routing.enabled ? view_of(shape, body) : prompt_view{};
+    const bool fan_out = fans_out(body);
+    const prompt_view view =
+        cfg.routing.enabled && !fan_out ? view_of(shape, body) : prompt_view{};
     const auto& fp = view.fp;
     const std::string model = reg_.multi_model() ? out.cls.model : std::string();
     // Only supervised backends are started on demand: no coroutine call for the others.
@@ -185,80 +251,52 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                                             [](const config::backend& b) { return b.supervised(); });
     if (starter_ && any_supervised) co_await starter_->wake(cfg, out.cls.model);
     const std::uint64_t bytes = fp ? fp->total_bytes : ex.request.body().size();
-    auto t = reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now());
+    // Backends the registry added by a reload after this request took its config are not
+    // candidates: the request's backend list is the one it indexes.
+    const std::size_t known = cfg.backends.size();
+    const bool takes_slot = may_take_slot(out.cls, std::string_view(ex.request.target()));
+    const auto plan_now = [&](bool allow_wait) {
+        return reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now(), allow_wait, known,
+                            takes_slot);
+    };
+    forward_state st;
+    auto t = plan_now(true);
+    if (t.p.backend < 0 && !t.p.unknown_model) {
+        // No backend is ready: warmslot is starting, or each one is down or being checked.
+        // The monitor looks now; the request is planned on what it then knows.
+        co_await await_checks(cfg, -1, st, out, "readiness");
+        t = plan_now(true);
+    }
     if (t.p.backend < 0 && t.p.unknown_model) {
         std::string message = "unknown model \"" + model + "\"; GET /v1/models lists them";
         co_await fail(ex, out, api::error_kind::not_found, std::move(message));
         co_return;
     }
-    forward_state st;
-    auto& pool = *pools_[ex.worker];
     std::int64_t waited_ms = 0;
     auto run = [&]() -> awaitable<void> {
-        if (t.p.why == routing::route::wait_hit) {
-            const auto start = clock::now();
-            if (!co_await wait_for_slot(cfg, t, st)) {
+        for (int round = 0; !st.client_gone; ++round) {
+            if (t.p.why == routing::route::wait_hit) {
+                const auto start = clock::now();
+                if (!co_await wait_for_slot(cfg, t, st)) {
+                    reg_.cancel(t);
+                    t = plan_now(false);
+                }
+                waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
+            }
+            const int suspect = co_await send(ex, out, st, t, view, body, waited_ms, round == 0,
+                                              takes_slot);
+            if (suspect == sent_done) co_return;
+            if (suspect < 0 || st.client_gone) break;
+            // The planned backend may have restarted: what its slots hold is checked before the
+            // request is planned again (and its prefix restored from disk). Nothing reached the
+            // slot: its belief stays for the check to confirm or correct.
+            if (t.p.slot && !t.floating) {
+                reg_.release(t);
+            } else {
                 reg_.cancel(t);
-                t = reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now(), false);
             }
-            waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
-        }
-        for (std::size_t k = 0; k < cfg.backends.size() && !st.client_gone; ++k) {
-            // The planned backend first (pinned if planned so), then the others unpinned.
-            const auto chosen = t.p.backend < 0 ? 0 : static_cast<std::size_t>(t.p.backend);
-            const std::size_t i = k == 0 ? chosen : (k <= chosen ? k - 1 : k);
-            const auto& b = cfg.backends[i];
-            const bool planned = t.p.backend >= 0 && i == chosen;
-            if (!planned && b.retired) continue;  // removed by a reload: draining
-            if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
-            const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
-            if (slot && disk_ && fp && view.chat()) {
-                out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
-            }
-            const bool pin = slot && takes_id_slot(shape);
-            if (slot && !pin) reg_.mark_floating(t);
-            header_list extra = {
-                {"X-Warmslot-Backend", b.name},
-                {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
-                {"X-Warmslot-Slot", pin ? std::to_string(*slot) : "-"}};
-            if (const auto d = describe(out.disk); !d.empty()) extra.emplace_back("X-Warmslot-Disk", d);
-            if (out.disk.primed > 0)
-                extra.emplace_back("X-Warmslot-Primed-Tokens", std::to_string(out.disk.primed));
-            if (!out.rewrites.empty()) extra.emplace_back("X-Warmslot-Rewrites", out.rewrites);
-            out.backend = b.name;
-            out.route = extra[1].second;
-            out.slot = pin ? slot : std::nullopt;
-            for (int tries = 0; tries < 2 && !st.client_gone; ++tries) {
-                // The retry after a stale pooled connection goes on a new one.
-                auto [ec, conn] = co_await pool.acquire(b.host, b.port, cfg.timeouts.connect, tries > 0);
-                if (ec) {
-                    st.last_error = ec;
-                    break;
-                }
-                if (st.client_gone) break;  // left while we connected: send nothing
-                st.current = conn.get();
-                st.completed = false;
-                st.on_complete = [&, planned](const std::optional<api::prompt_stats>& stats) {
-                    if (!planned) return;
-                    if (disk_) disk_->check(t.p.backend, out.disk, stats);
-                    reg_.complete(t, fp ? &*fp : nullptr, stats, clock::now());
-                };
-                std::string prepared =
-                    cfg.routing.enabled
-                        ? prepared_body(ex.request.body(), body, pin ? slot : std::nullopt)
-                        : ex.request.body();
-                const auto result = co_await try_backend(ex, *conn, st, out, cfg, b,
-                                                         std::move(prepared), extra);
-                st.current = nullptr;
-                if (result == attempt::relayed) {
-                    if (st.upstream_reusable && !st.client_gone) pool.release(std::move(conn));
-                    if (!planned) reg_.cancel(t);
-                    st.complete(out.stats);  // if the answer was cut short: recorded now
-                    co_return;
-                }
-                if (result == attempt::backend_failed) break;
-            }
-            if (planned && !st.client_gone) reg_.set_healthy(static_cast<int>(i), false);
+            co_await await_checks(cfg, suspect, st, out, "restart check");
+            t = plan_now(true);
         }
         reg_.cancel(t);
     };
@@ -281,6 +319,88 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         if (timeout) message = "the backend did not answer in time";
         co_await fail(ex, out, kind_of_error, std::move(message));
     }
+}
+
+// The planned backend first (pinned if planned so), then the others unpinned. Returns
+// sent_done when an answer was relayed; the planned backend's index when it showed a sign of
+// a restart (`may_recheck`: a dead pooled connection under a pinned request, or a refused
+// connect) and nothing was sent; sent_failed when no backend could be reached.
+awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_state& st,
+                              routing::ticket& t, const prompt_view& view,
+                              const nlohmann::json* body, std::int64_t waited_ms,
+                              bool may_recheck, bool takes_slot) {
+    const auto& fp = view.fp;
+    const auto& cfg = *out.cfg;
+    const auto shape = out.cls.ep.shape;
+    auto& pool = *pools_[ex.worker];
+    // A per-request adapter changes what the KV holds for the same tokens: such a request is
+    // neither restored from nor saved to files of the backend's own identity.
+    const bool lora = body != nullptr && body->is_object() && body->contains("lora");
+    for (std::size_t k = 0; k < cfg.backends.size() && !st.client_gone; ++k) {
+        const auto chosen = t.p.backend < 0 ? 0 : static_cast<std::size_t>(t.p.backend);
+        const std::size_t i = k == 0 ? chosen : (k <= chosen ? k - 1 : k);
+        const auto& b = cfg.backends[i];
+        const bool planned = t.p.backend >= 0 && i == chosen;
+        if (!planned && b.retired) continue;  // removed by a reload: draining
+        if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
+        const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
+        if (slot && disk_ && fp && view.chat() && !lora) {
+            out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
+        }
+        const bool pin = slot && takes_id_slot(shape);
+        if (slot && !pin) reg_.mark_floating(t);
+        header_list extra = {
+            {"X-Warmslot-Backend", b.name},
+            {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
+            {"X-Warmslot-Slot", pin ? std::to_string(*slot) : "-"}};
+        if (const auto d = describe(out.disk); !d.empty()) extra.emplace_back("X-Warmslot-Disk", d);
+        if (out.disk.primed > 0)
+            extra.emplace_back("X-Warmslot-Primed-Tokens", std::to_string(out.disk.primed));
+        if (!out.rewrites.empty()) extra.emplace_back("X-Warmslot-Rewrites", out.rewrites);
+        out.backend = b.name;
+        out.route = extra[1].second;
+        out.slot = pin ? slot : std::nullopt;
+        const unpinned_lease unpinned(reg_, static_cast<int>(i), !planned && takes_slot);
+        bool connect_failed = false;
+        for (int tries = 0; tries < 2 && !st.client_gone; ++tries) {
+            // The retry after a stale pooled connection goes on a new one.
+            auto [ec, conn] = co_await pool.acquire(b.host, b.port, cfg.timeouts.connect, tries > 0);
+            if (ec) {
+                st.last_error = ec;
+                connect_failed = true;
+                break;
+            }
+            if (st.client_gone) break;  // left while we connected: send nothing
+            st.current = conn.get();
+            st.completed = false;
+            st.on_complete = [&, planned](const std::optional<api::prompt_stats>& stats) {
+                if (!planned) return;
+                if (disk_) disk_->check(t.p.backend, out.disk, stats);
+                reg_.complete(t, fp ? &*fp : nullptr, stats, clock::now());
+            };
+            std::string prepared =
+                cfg.routing.enabled
+                    ? prepared_body(ex.request.body(), body, pin ? slot : std::nullopt)
+                    : ex.request.body();
+            const auto result = co_await try_backend(ex, *conn, st, out, cfg, b,
+                                                     std::move(prepared), extra);
+            st.current = nullptr;
+            if (result == attempt::relayed) {
+                if (st.upstream_reusable && !st.client_gone) pool.release(std::move(conn));
+                if (!planned) reg_.cancel(t);
+                st.complete(out.stats);  // if the answer was cut short: recorded now
+                co_return sent_done;
+            }
+            if (result == attempt::backend_failed) break;
+            // A dead pooled connection: the backend closed it, maybe because it restarted.
+            if (planned && pin && may_recheck) co_return static_cast<int>(i);
+        }
+        if (planned && !st.client_gone) {
+            if (connect_failed && may_recheck) co_return static_cast<int>(i);
+            reg_.set_healthy(static_cast<int>(i), false);
+        }
+    }
+    co_return sent_failed;
 }
 
 }  // namespace warmslot::service

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "routing/observations.hpp"
 #include "upstream/llama_client.hpp"
 
 namespace warmslot::service {
@@ -31,7 +32,7 @@ std::string base_name(const std::string& path) {
 }
 
 // Size and modification time of the model file when warmslot can see it (same host), so a
-// model replaced under the same name gets new snapshot keys.
+// model replaced under the same name gets new snapshot keys. Read at every check.
 std::string model_file_stamp(const std::string& path) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
@@ -41,25 +42,51 @@ std::string model_file_stamp(const std::string& path) {
     return std::to_string(size) + "@" + std::to_string(time.time_since_epoch().count());
 }
 
+// Gives the probe's slots back on every path.
+struct probe_tickets {
+    routing::registry& reg;
+    std::vector<routing::ticket> tickets;
+    ~probe_tickets() {
+        for (const auto& t : tickets) {
+            reg.set_held(t, {}, 0);  // erased (or holding a probe prompt worth nothing)
+            reg.release(t);
+        }
+    }
+};
+
 }  // namespace
 
 monitor::monitor(const config::source& src, routing::registry& reg, net::any_io_executor ex)
-    : src_(src), reg_(reg), ex_(ex), pool_(ex, 4) {}
+    : src_(src), reg_(reg), ex_(ex), pool_(ex, 4) {
+    reg_.set_check_listener([this](int backend) { check_now(backend); });
+}
+
+monitor::~monitor() { reg_.set_check_listener(nullptr); }
 
 void monitor::start() {
     net::post(ex_, [this] { start_watches(); });
 }
 
+void monitor::check_now(int backend) {
+    net::post(ex_, [this, backend] {
+        if (backend < 0 || static_cast<std::size_t>(backend) >= state_.size()) return;
+        auto& st = *state_[static_cast<std::size_t>(backend)];
+        st.requested = true;
+        if (st.timer) st.timer->cancel();
+    });
+}
+
 void monitor::start_watches() {
     const auto cfg = src_.current();
     const auto n = cfg->backends.size();
-    if (identity_.size() < n) identity_.resize(n);
-    if (warned_.size() < n) warned_.resize(n, false);
-    if (watching_.size() < n) watching_.resize(n, false);
+    while (state_.size() < n) state_.push_back(std::make_unique<watch_state>());
     for (std::size_t i = 0; i < n; ++i) {
-        if (cfg->backends[i].retired || watching_[i]) continue;
-        watching_[i] = true;
-        identity_[i].clear();  // a returning backend is read afresh
+        auto& st = *state_[i];
+        if (cfg->backends[i].retired || st.watching) continue;
+        st.watching = true;
+        st.down = true;  // a returning backend is read afresh
+        st.identity.clear();
+        st.base.clear();
         net::co_spawn(ex_, watch(i), net::detached);
     }
 }
@@ -68,95 +95,154 @@ void monitor::stop() { stopping_ = true; }
 
 awaitable<void> monitor::watch(std::size_t backend) {
     net::steady_timer timer(ex_);
+    auto& st = *state_[backend];
     while (!stopping_) {
         const auto cfg = src_.current();
         if (cfg->backends[backend].retired) break;
+        st.requested = false;
         co_await refresh(backend);
+        if (st.requested) continue;  // asked for while this one ran: it may have been too early
         timer.expires_after(cfg->routing.reconcile_interval);
+        st.timer = &timer;
         co_await timer.async_wait(nothrow);
+        st.timer = nullptr;
     }
-    watching_[backend] = false;
+    st.watching = false;
 }
 
-// Reads /props (and /v1/models when the backend is new or restarted), then /slots.
-awaitable<bool> monitor::refresh(std::size_t i) {
-    const auto cfg = src_.current();
-    const auto& b = cfg->backends[i];
+// One check: counted in the registry, so requests waiting for it go on when it is done.
+awaitable<void> monitor::refresh(std::size_t i) {
     const int idx = static_cast<int>(i);
+    reg_.check_started(idx);
+    try {
+        co_await look(i);
+    } catch (const std::exception& e) {
+        const auto cfg = src_.current();
+        log()->warn("backend {}: check failed ({}): marked unhealthy, checking again",
+                    cfg->backends[i].name, e.what());
+        state_[i]->down = true;
+        reg_.set_healthy(idx, false);
+    }
+    reg_.check_done(idx);
+}
+
+void monitor::unreadable(const config::backend& b, watch_state& st, const char* what) {
+    if (st.unreadable) return;
+    st.unreadable = true;
+    log()->warn("backend {}: {} answered fields of unexpected types: its state is unknown, it "
+                "takes no requests until it answers properly (polling goes on)", b.name, what);
+}
+
+// Reads /props (and, when the backend is new, came back or changed, /v1/models and
+// /lora-adapters, and probes its slots), then /slots.
+awaitable<bool> monitor::look(std::size_t i) {
+    const auto cfg = src_.current();
+    const auto b = cfg->backends[i];
+    const int idx = static_cast<int>(i);
+    auto& st = *state_[i];
     const json props = parse(co_await upstream::call(pool_, b, http::verb::get, "/props", "", call_timeout));
-    if (!props.is_object()) {
+    const auto reading = routing::read_props(props);
+    if (!reading) {
+        if (props.is_object()) unreadable(b, st, "GET /props");
+        st.down = true;
         reg_.set_healthy(idx, false);
         co_return false;
     }
-    routing::backend_info info;
-    info.total_slots = props.value("total_slots", 0);
-    info.build_info = props.value("build_info", "");
-    info.model_path = props.value("model_path", "");
-    if (auto g = props.find("default_generation_settings"); g != props.end() && g->is_object()) {
-        info.n_ctx_per_slot = g->value("n_ctx", std::uint64_t{0});
-    }
-    const std::string identity = info.model_path + "|" + info.build_info + "|" +
-                                 std::to_string(info.total_slots) + "|" +
-                                 std::to_string(info.n_ctx_per_slot);
-    info.identity = identity + "|" + model_file_stamp(info.model_path);
-    if (identity != identity_[i]) {
-        const json models = parse(co_await upstream::call(pool_, b, http::verb::get, "/v1/models", "", call_timeout));
-        info.models = b.models;
-        if (models.is_object() && models.contains("data") && models["data"].is_array()) {
-            for (const auto& m : models["data"]) {
-                if (m.is_object() && m.contains("id") && m["id"].is_string()) {
-                    info.models.push_back(m["id"].get<std::string>());
-                }
-            }
-        }
-        if (const auto alias = props.value("model_alias", ""); !alias.empty()) info.models.push_back(alias);
-        if (!info.model_path.empty()) info.models.push_back(base_name(info.model_path));
-        bool pinning = false;
-        if (cfg->routing.enabled) pinning = co_await probe_stable_slots(b, i, info.total_slots);
-        if (!identity_[i].empty()) {
-            log()->warn("backend {} restarted or changed ({}): its slots are assumed empty", b.name,
-                        info.model_path);
+    auto info = reading->info;
+    const std::string stamp = model_file_stamp(info.model_path);
+    const std::string flags = b.supervised() ? routing::kv_flags(b.command) : "";
+    const std::string base = routing::identity_of(info, stamp, flags);
+    if (st.down || base != st.base) {
+        // New, back after a failure, or another model, file or build: no plans on the old
+        // beliefs until it has been read again and its slots probed.
+        reg_.set_healthy(idx, false);
+        co_await read_identity(b, i, info, reading->model_alias, stamp, flags);
+        if (!st.identity.empty() && info.identity != st.identity) {
+            log()->warn("backend {} restarted or changed ({}): its slots are assumed empty",
+                        b.name, info.model_path);
             reg_.forget_all(idx);
         }
-        reg_.set_info(idx, info, pinning);
-        identity_[i] = identity;
-        log()->info("backend {}: {} slots of {} tokens, model {}, {}", b.name, info.total_slots,
-                    info.n_ctx_per_slot, info.model_path,
-                    pinning ? "cache-aware routing on" : "passed through without routing");
+        const bool first = st.identity.empty() || info.identity != st.identity;
+        st.identity = info.identity;
+        st.base = base;
+        st.down = false;
+        st.probe_pending = cfg->routing.enabled;
+        reg_.set_info(idx, info, false);
+        if (first) {
+            log()->info("backend {}: {} slots of {} tokens, model {}{}", b.name, info.total_slots,
+                        info.n_ctx_per_slot, info.model_path,
+                        info.lora.empty() ? "" : ", adapters " + info.lora);
+        }
+    }
+    const auto slots = co_await read_slots(b);
+    if (!slots) {
+        unreadable(b, st, "GET /slots");
+        st.down = true;
+        reg_.set_healthy(idx, false);
+        co_return false;
+    }
+    st.unreadable = false;
+    reg_.reconcile(idx, *slots, routing::clock::now());
+    if (st.probe_pending) {
+        const auto stable = co_await probe_stable_slots(b, i, info.total_slots);
+        if (stable) {
+            st.probe_pending = false;
+            st.pinning = *stable;
+            log()->info("backend {}: {}", b.name,
+                        st.pinning ? "cache-aware routing on" : "passed through without routing");
+        }
+        if (auto known = reg_.info(idx)) reg_.set_info(idx, *known, st.pinning);
     }
     reg_.set_healthy(idx, true);
-    if (auto slots = co_await read_slots(b)) reg_.reconcile(idx, *slots, routing::clock::now());
     co_return true;
 }
 
+// What /v1/models and /lora-adapters add to /props: model ids and shape, adapters.
+awaitable<void> monitor::read_identity(const config::backend& b, std::size_t i,
+                                       routing::backend_info& info, const std::string& alias,
+                                       const std::string& stamp, const std::string& flags) {
+    const auto models = routing::read_models(
+        parse(co_await upstream::call(pool_, b, http::verb::get, "/v1/models", "", call_timeout)));
+    const auto adapters = parse(
+        co_await upstream::call(pool_, b, http::verb::get, "/lora-adapters", "", call_timeout));
+    if (!adapters.is_null() && !routing::read_lora(adapters)) unreadable(b, *state_[i], "GET /lora-adapters");
+    info.lora = routing::read_lora(adapters).value_or("");
+    info.model_meta = models.meta;
+    info.models = b.models;
+    info.models.insert(info.models.end(), models.ids.begin(), models.ids.end());
+    if (!alias.empty()) info.models.push_back(alias);
+    if (!info.model_path.empty()) info.models.push_back(base_name(info.model_path));
+    info.identity = routing::identity_of(info, stamp, flags);
+}
+
 awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(config::backend b) {
-    const json slots = parse(co_await upstream::call(pool_, b, http::verb::get, "/slots", "", call_timeout));
-    if (!slots.is_array()) co_return std::nullopt;
-    std::vector<routing::observed_slot> out;
-    for (const auto& s : slots) {
-        if (!s.is_object()) continue;
-        routing::observed_slot o;
-        o.id = s.value("id", -1);
-        o.processing = s.value("is_processing", false);
-        if (s.contains("n_prompt_tokens") && s["n_prompt_tokens"].is_number_integer()) {
-            o.n_prompt_tokens = s["n_prompt_tokens"].get<std::uint64_t>();
-        }
-        out.push_back(o);
-    }
-    co_return out;
+    co_return routing::read_slots(
+        parse(co_await upstream::call(pool_, b, http::verb::get, "/slots", "", call_timeout)));
 }
 
 // llama-server with its defaults (no -np: unified KV and --cache-idle-slots) moves every idle
 // slot into its RAM cache and clears it when a new task starts, so a pinned slot would be empty
-// and pinning a slot being swapped can hang the server. Two idle slots are given a tiny prompt
-// each, pinned; if the first is empty after the second ran, slot contents are not stable.
-awaitable<bool> monitor::probe_stable_slots(config::backend b, std::size_t i, int total_slots) {
+// and pinning a slot being swapped can hang the server. Two idle slots, reserved through the
+// registry like a request's (never a busy one), are given a tiny prompt each, pinned; if the
+// first is empty after the second ran, slot contents are not stable. std::nullopt: no two
+// slots are idle now (tried again at the next check).
+awaitable<std::optional<bool>> monitor::probe_stable_slots(config::backend b, std::size_t i,
+                                                           int total_slots) {
     if (total_slots < 2) co_return true;
+    probe_tickets held{reg_, reg_.reserve_idle(static_cast<int>(i), 2)};
+    if (held.tickets.size() < 2) co_return std::nullopt;
+    const int first = *held.tickets[0].p.slot;
+    const int second = *held.tickets[1].p.slot;
+    const auto find = [](const std::vector<routing::observed_slot>& v, int id) {
+        return std::find_if(v.begin(), v.end(), [id](const auto& o) { return o.id == id; });
+    };
     auto before = co_await read_slots(b);
-    if (!before || before->size() < 2 || (*before)[0].processing || (*before)[1].processing) {
-        co_return false;  // cannot tell safely now; the next restart check probes again
+    if (!before) co_return std::nullopt;
+    for (int slot : {first, second}) {
+        const auto it = find(*before, slot);
+        if (it == before->end() || it->processing) co_return std::nullopt;
     }
-    for (int slot : {0, 1}) {
+    for (int slot : {first, second}) {
         json body = {{"prompt", "warmslot slot probe " + std::to_string(slot)},
                      {"n_predict", 1}, {"id_slot", slot}, {"cache_prompt", true},
                      {"temperature", 0}};
@@ -166,13 +252,17 @@ awaitable<bool> monitor::probe_stable_slots(config::backend b, std::size_t i, in
         if (r.ec) co_return false;
     }
     auto after = co_await read_slots(b);
-    const bool stable = after && after->size() >= 2 && (*after)[0].n_prompt_tokens.value_or(0) > 0;
-    for (int slot : {0, 1}) {  // leave no trace: the probe's prompts are worth nothing
+    bool stable = false;
+    if (after) {
+        const auto it = find(*after, first);
+        stable = it != after->end() && it->n_prompt_tokens.value_or(0) > 0;
+    }
+    for (int slot : {first, second}) {  // leave no trace: the probe's prompts are worth nothing
         const std::string target = "/slots/" + std::to_string(slot) + "?action=erase";
         co_await upstream::call(pool_, b, http::verb::post, target, "{}", call_timeout);
     }
-    if (!stable && !warned_[i]) {
-        warned_[i] = true;
+    if (!stable && !state_[i]->warned) {
+        state_[i]->warned = true;
         log()->warn("backend {} clears idle slots into its RAM cache (llama-server started without "
                     "-np): warmslot passes its requests through unrouted, so it does no worse than "
                     "llama-server alone. For cache-aware routing start it with an explicit -np N "

@@ -1,12 +1,19 @@
-// Watches every backend: what it is (GET /props, /v1/models), whether its slot contents are
-// stable enough to pin (a probe at start and after a restart), and what its slots hold
-// (GET /slots, compared with the registry's beliefs). Feeds the registry; never blocks requests.
+// Watches every backend: what it is (GET /props, /v1/models, /lora-adapters), whether its slot
+// contents are stable enough to pin (a probe at start, after a restart and after an identity
+// change), and what its slots hold (GET /slots, compared with the registry's beliefs). Feeds
+// the registry. A request that sees a sign of a restart asks for a check at once
+// (registry::want_check, which calls check_now) and waits for it.
 //
-// Runs one coroutine per backend on one worker (its own pool); stop() is thread-safe.
+// Runs one coroutine per backend on one worker (its own pool); check_now() and stop() are
+// thread-safe. An answer it cannot read (a field of the wrong type) is logged, the backend is
+// marked unhealthy until it answers properly, and polling goes on.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "config/config.hpp"
 #include "config/source.hpp"
@@ -19,16 +26,39 @@ namespace warmslot::service {
 class monitor {
 public:
     monitor(const config::source& src, routing::registry& reg, net::any_io_executor ex);
+    ~monitor();
     // Starts watching every backend of the current config that is not watched yet; a watch
     // ends when its backend is retired. start() at start-up, again after each reload.
     void start();
     void stop();
+    // Checks `backend` as soon as the check under way (if any) is over.
+    void check_now(int backend);
 
 private:
+    // Per backend; only touched on ex_.
+    struct watch_state {
+        bool watching = false;
+        bool warned = false;          // the unstable-slots warning was logged
+        bool unreadable = false;      // an unreadable answer was logged (until a good one)
+        bool down = true;             // not seen answering since start or since it failed:
+                                      // everything is read afresh when it answers
+        bool probe_pending = true;    // slot stability still to be probed
+        bool pinning = false;         // what the last probe found
+        bool requested = false;       // a check was asked for while one ran
+        std::string base;             // identity without what /v1/models and adapters add
+        std::string identity;         // the last full identity
+        net::steady_timer* timer = nullptr;  // the watch's pause, while it waits
+    };
     awaitable<void> watch(std::size_t backend);
-    awaitable<bool> refresh(std::size_t backend);
-    awaitable<bool> probe_stable_slots(config::backend b, std::size_t backend, int total_slots);
+    awaitable<void> refresh(std::size_t backend);  // one check; never throws
+    awaitable<bool> look(std::size_t backend);
+    awaitable<void> read_identity(const config::backend& b, std::size_t backend,
+                                  routing::backend_info& info, const std::string& alias,
+                                  const std::string& stamp, const std::string& flags);
+    awaitable<std::optional<bool>> probe_stable_slots(config::backend b, std::size_t backend,
+                                                      int total_slots);
     awaitable<std::optional<std::vector<routing::observed_slot>>> read_slots(config::backend b);
+    void unreadable(const config::backend& b, watch_state& st, const char* what);
     void start_watches();  // on ex_
 
     const config::source& src_;
@@ -36,9 +66,7 @@ private:
     net::any_io_executor ex_;
     upstream::pool pool_;
     std::atomic<bool> stopping_{false};
-    std::vector<std::string> identity_;  // per backend: model path + build + slots last seen
-    std::vector<bool> warned_;
-    std::vector<bool> watching_;
+    std::vector<std::unique_ptr<watch_state>> state_;  // by backend index
 };
 
 }  // namespace warmslot::service

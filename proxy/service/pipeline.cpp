@@ -12,6 +12,7 @@
 #include "api/endpoints.hpp"
 #include "api/json_parse.hpp"
 #include "service/relay.hpp"
+#include "service/wakeup.hpp"
 #include "util/secrets.hpp"
 
 namespace warmslot::service {
@@ -41,9 +42,11 @@ pipeline::pipeline(const config::source& src, http_server::workers& w, routing::
                                                           upstream::pool::idle_timers::keep));
         watches_.push_back(std::make_unique<watch_list>(w.context(i).get_executor()));
     }
+    wakeups_ = std::make_shared<wakeup_hub>();
+    reg_.set_listener([hub = wakeups_] { hub->notify(); });
 }
 
-pipeline::~pipeline() = default;
+pipeline::~pipeline() { reg_.set_listener(nullptr); }
 
 // The whole request in one coroutine: a nested one for the dispatch would cost a frame each time.
 awaitable<void> pipeline::handle(http_server::exchange& ex) {
@@ -171,11 +174,12 @@ void pipeline::log_access(const http_server::exchange& ex, const outcome& out, d
             cache += fmt::format(" (prime={}, request={})", out.disk.primed, request);
     }
     const auto disk = describe(out.disk);
-    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{}{} {} bytes={} ms={:.1f}{}{}",
+    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{}{}{} {} bytes={} ms={:.1f}{}{}",
                        ex.id, std::string_view(req.method_string()), std::string_view(req.target()),
                        out.status, out.backend.empty() ? "-" : out.backend,
                        out.slot ? std::to_string(*out.slot) : "-",
                        out.route.empty() ? "-" : out.route,
+                       out.waited.empty() ? "" : " waited=\"" + out.waited + "\"",
                        disk.empty() ? "" : " disk=\"" + disk + "\"",
                        out.rewrites.empty() ? "" : " rewrites=\"" + out.rewrites + "\"", cache,
                        out.bytes_out, ms,

@@ -27,6 +27,8 @@
 namespace warmslot::service {
 
 class watch_list;
+class wakeup_hub;
+struct prompt_view;  // service/forward.cpp
 
 // What a request is, decided once when it arrives: the endpoint (kind, API shape, error
 // dialect) and the model it names ("" when none). Forwarding, rewriting, the plan, the disk tier
@@ -51,6 +53,7 @@ struct outcome {
     std::optional<int> slot;  // pinned slot
     disk_action disk;         // what the disk tier did before the request ran
     std::string rewrites;     // X-Warmslot-Rewrites as sent ("" when no rule applies)
+    std::string waited;       // why the request waited before it was planned, and how long
 };
 
 struct forward_state;
@@ -89,6 +92,14 @@ private:
     awaitable<void> forward(http_server::exchange& ex, outcome& out, const nlohmann::json* body);
     awaitable<bool> wait_for_slot(const config::config& cfg, routing::ticket& t,
                                   forward_state& st);
+    awaitable<void> await_checks(const config::config& cfg, int backend, forward_state& st,
+                                 outcome& out, const char* why);
+    // What send() returns besides the index of a backend to check.
+    static constexpr int sent_done = -1;
+    static constexpr int sent_failed = -2;
+    awaitable<int> send(http_server::exchange& ex, outcome& out, forward_state& st,
+                        routing::ticket& t, const prompt_view& view, const nlohmann::json* body,
+                        std::int64_t waited_ms, bool may_recheck, bool takes_slot);
     awaitable<void> models(http_server::exchange& ex, outcome& out);
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
@@ -119,6 +130,7 @@ private:
     rewrite::rewriter rewriter_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
     std::vector<std::unique_ptr<watch_list>> watches_;    // one per worker
+    std::shared_ptr<wakeup_hub> wakeups_;                  // the registry's listener
     status::activity activity_;                            // thread-safe
 };
 

@@ -14,7 +14,8 @@
 //   drop          sends events 1 and 2 of a stream, then closes the connection
 //   hold          sends event 1 of a stream, then waits until the peer closes the connection
 //   silent        reads the request, never answers, waits until the peer closes
-// GET /health answers 200 {"status":"ok"} whatever the header says.
+// GET /health answers 200 {"status":"ok"} whatever the header says; a target ending in
+// `stub=silent` is `silent` without the header (for warmslot's own calls, which send none).
 #pragma once
 
 #include <chrono>

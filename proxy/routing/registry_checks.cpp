@@ -1,0 +1,86 @@
+// The registry's side of backend checks (want_check and the monitor's check counts), of
+// unpinned sends outside a plan, and of the probe's reservations: see registry.hpp.
+#include "routing/registry.hpp"
+
+#include <algorithm>
+
+namespace warmslot::routing {
+
+void registry::begin_unpinned(int backend) {
+    std::lock_guard lock(mu_);
+    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return;
+    ++backends_[static_cast<std::size_t>(backend)].unpinned_in_flight;
+}
+
+void registry::end_unpinned(int backend) {
+    {
+        std::lock_guard lock(mu_);
+        if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return;
+        auto& n = backends_[static_cast<std::size_t>(backend)].unpinned_in_flight;
+        if (n > 0) --n;
+    }
+    notify();
+}
+
+std::uint64_t registry::want_check(int backend) {
+    // Without a monitor (a test of the pipeline alone) nobody checks: nothing to wait for.
+    std::lock_guard listening(listener_mu_);
+    if (!check_listener_) return 0;
+    std::uint64_t target = 0;
+    {
+        std::lock_guard lock(mu_);
+        if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return 0;
+        auto& b = backends_[static_cast<std::size_t>(backend)];
+        b.trusted_after = std::max(b.trusted_after, b.checks_started + 1);
+        target = b.trusted_after;
+    }
+    check_listener_(backend);
+    return target;
+}
+
+std::uint64_t registry::checks_done(int backend) const {
+    std::lock_guard lock(mu_);
+    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return 0;
+    return backends_[static_cast<std::size_t>(backend)].checks_done;
+}
+
+void registry::check_started(int backend) {
+    std::lock_guard lock(mu_);
+    ++backends_[static_cast<std::size_t>(backend)].checks_started;
+}
+
+void registry::check_done(int backend) {
+    {
+        std::lock_guard lock(mu_);
+        auto& b = backends_[static_cast<std::size_t>(backend)];
+        b.checks_done = b.checks_started;
+    }
+    notify();
+}
+
+std::vector<ticket> registry::reserve_idle(int backend, std::size_t count) {
+    std::lock_guard lock(mu_);
+    std::vector<ticket> out;
+    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return out;
+    auto& b = backends_[static_cast<std::size_t>(backend)];
+    if (slots_unknown(b)) return out;
+    std::vector<std::size_t> idle;
+    for (std::size_t i = 0; i < b.view.slots.size() && idle.size() < count; ++i) {
+        if (b.reserved_by[i] == 0 && !b.outside_busy[i] && !b.view.slots[i].busy) idle.push_back(i);
+    }
+    if (idle.size() < count) return out;
+    for (const auto i : idle) {
+        ticket t;
+        t.id = next_ticket_++;
+        t.p.backend = backend;
+        t.p.slot = b.view.slots[i].id;
+        t.p.why = route::scratch;
+        b.reserved_by[i] = t.id;
+        b.view.slots[i].busy = true;
+        ++b.view.in_flight;
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+}  // namespace warmslot::routing

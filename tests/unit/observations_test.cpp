@@ -1,0 +1,126 @@
+// Reading llama-server's /props, /slots, /lora-adapters and /v1/models as tables: bad types are
+// refused (std::nullopt), never thrown; and the backend identity slot files are keyed by.
+#include "routing/observations.hpp"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace routing = warmslot::routing;
+using nlohmann::json;
+
+TEST_CASE("read_props: the fields the monitor uses, and refusal of wrong types") {
+    const json good = json::parse(R"({"total_slots":2,"build_info":"b1-80fb11a",
+        "model_path":"/m/a.gguf","model_alias":"a","model_ftype":"Q8_0",
+        "default_generation_settings":{"n_ctx":8192,"params":{}}})");
+    const auto r = routing::read_props(good);
+    REQUIRE(r);
+    CHECK(r->info.total_slots == 2);
+    CHECK(r->info.n_ctx_per_slot == 8192);
+    CHECK(r->info.model_path == "/m/a.gguf");
+    CHECK(r->model_alias == "a");
+    CHECK(r->info.model_type == "\"Q8_0\"");
+    CHECK(routing::read_props(json::parse(R"({"total_slots":1})")));  // absent fields: defaults
+
+    const char* bad[] = {R"({"total_slots":"2"})",
+                         R"({"total_slots":2.5})",
+                         R"({"total_slots":-1})",
+                         R"({"build_info":7})",
+                         R"({"model_path":["x"]})",
+                         R"({"model_alias":{}})",
+                         R"({"default_generation_settings":[]})",
+                         R"({"default_generation_settings":{"n_ctx":"big"}})",
+                         R"({"default_generation_settings":{"n_ctx":-5}})",
+                         R"({"model_ftype":[1]})",
+                         R"([1,2])",
+                         R"("ok")"};
+    for (const char* text : bad) {
+        CAPTURE(text);
+        CHECK_FALSE(routing::read_props(json::parse(text)));
+    }
+    CHECK_FALSE(routing::read_props(json()));                            // no answer
+    CHECK_FALSE(routing::read_props(json::parse("x", nullptr, false)));  // not JSON
+}
+
+TEST_CASE("read_slots: ids, processing, tokens; a wrong type refuses the whole answer") {
+    const auto r = routing::read_slots(json::parse(
+        R"([{"id":0,"is_processing":false,"n_prompt_tokens":120},{"id":1,"is_processing":true}])"));
+    REQUIRE(r);
+    REQUIRE(r->size() == 2);
+    CHECK((*r)[0].n_prompt_tokens == 120u);
+    CHECK((*r)[1].processing);
+    CHECK_FALSE((*r)[1].n_prompt_tokens);
+    const char* bad[] = {R"([{"id":"0"}])",
+                         R"([{"id":0,"is_processing":"no"}])",
+                         R"([{"id":0,"n_prompt_tokens":"12"}])",
+                         R"([3])",
+                         R"({"id":0})",
+                         R"([{"id":-1}])"};
+    for (const char* text : bad) {
+        CAPTURE(text);
+        CHECK_FALSE(routing::read_slots(json::parse(text)));
+    }
+}
+
+TEST_CASE("read_lora: adapters and scales in id order; unexpected shapes refused") {
+    CHECK(routing::read_lora(json::array()) == std::string());
+    const auto r = routing::read_lora(json::parse(
+        R"([{"id":1,"path":"b.gguf","scale":0.5},{"id":0,"path":"a.gguf","scale":1.0}])"));
+    CHECK(r == std::string("a.gguf@1.0;b.gguf@0.5"));
+    CHECK_FALSE(routing::read_lora(json::parse(R"([{"id":0,"path":"a","scale":"1"}])")));
+    CHECK_FALSE(routing::read_lora(json::parse(R"({"error":{}})")));
+}
+
+TEST_CASE("read_models: ids and the model's shape") {
+    const auto r = routing::read_models(json::parse(
+        R"({"data":[{"id":"m","meta":{"n_params":1000,"size":4096,"n_vocab":260,"n_embd":64}}]})"));
+    REQUIRE(r.ids.size() == 1);
+    CHECK(r.meta == "n_params=1000,size=4096,n_vocab=260,n_embd=64");
+    CHECK(routing::read_models(json::parse(R"({"data":"x"})")).ids.empty());
+}
+
+TEST_CASE("kv_flags: the flags of a command line that change the KV, with their values") {
+    const std::vector<std::string> argv{"llama-server",
+                                        "-m",
+                                        "m.gguf",
+                                        "-t",
+                                        "4",
+                                        "--rope-freq-base",
+                                        "10000",
+                                        "--lora-scaled",
+                                        "a.gguf",
+                                        "0.5",
+                                        "--override-kv=a.b=int:3",
+                                        "-fa",
+                                        "-np",
+                                        "2",
+                                        "-ctk",
+                                        "q8_0",
+                                        "--swa-full"};
+    CHECK(routing::kv_flags(argv) ==
+          "--rope-freq-base 10000 --lora-scaled a.gguf 0.5 --override-kv=a.b=int:3 -fa -ctk q8_0 "
+          "--swa-full");
+    CHECK(routing::kv_flags({"llama-server", "-m", "m.gguf", "-c", "8192"}).empty());
+}
+
+TEST_CASE("identity_of: a new file stamp, adapter or flag makes a new identity") {
+    routing::backend_info info;
+    info.model_path = "/m/a.gguf";
+    info.build_info = "b1";
+    info.total_slots = 2;
+    info.n_ctx_per_slot = 4096;
+    const auto base = routing::identity_of(info, "100@5", "");
+    CHECK(base == "/m/a.gguf|b1|2|4096|100@5");  // unchanged for backends without extras
+    CHECK(routing::identity_of(info, "100@6", "") != base);
+    CHECK(routing::identity_of(info, "100@5", "--rope-freq-base 1") != base);
+    auto with_lora = info;
+    with_lora.lora = "x.gguf@1.0";
+    CHECK(routing::identity_of(with_lora, "100@5", "") != base);
+    // Without the file's stamp, the model's type and shape tell a replaced model.
+    auto remote = info;
+    remote.model_meta = "size=1";
+    auto other = info;
+    other.model_meta = "size=2";
+    CHECK(routing::identity_of(remote, "?", "") != routing::identity_of(other, "?", ""));
+    CHECK(routing::identity_of(remote, "1@1", "") == routing::identity_of(other, "1@1", ""));
+}

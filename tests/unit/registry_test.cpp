@@ -1,0 +1,195 @@
+// The registry's bookkeeping around requests it did not pin, checks after a sign of a restart,
+// the probe's reservations, and plans limited to a request's own backend list.
+#include "routing/registry.hpp"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace routing = warmslot::routing;
+using nlohmann::json;
+
+namespace {
+
+void make_ready(routing::registry& reg, int backends, int slots) {
+    for (int i = 0; i < backends; ++i) {
+        routing::backend_info info;
+        info.total_slots = slots;
+        info.model_path = "m.gguf";
+        reg.set_info(i, info, true);
+        reg.set_healthy(i, true);
+        reg.check_started(i);
+        reg.check_done(i);
+    }
+}
+
+routing::fingerprint document(char fill) {
+    const json body = {{"messages",
+                        {{{"role", "system"}, {"content", std::string(6000, fill)}},
+                         {{"role", "user"}, {"content", "q"}}}}};
+    return *routing::fingerprint_request(routing::request_kind::chat, body);
+}
+
+warmslot::api::prompt_stats stats(long cached, long processed) {
+    warmslot::api::prompt_stats s;
+    s.cached = cached;
+    s.processed = processed;
+    s.prompt_ms = 100;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("registry: no slot is pinned while an unpinned request that may take one runs") {
+    routing::registry reg({"b"}, routing::planner_settings{});
+    make_ready(reg, 1, 2);
+    const auto now = routing::clock::now();
+    // A body that cannot be fingerprinted: sent unpinned, llama-server picks the slot.
+    auto unpinned = reg.reserve(nullptr, "", 100, now);
+    REQUIRE(unpinned.p.backend == 0);
+    CHECK_FALSE(unpinned.p.slot);
+    const auto fp = document('a');
+    auto t = reg.reserve(&fp, "", fp.total_bytes, now);
+    CHECK_FALSE(t.p.slot);  // every slot's state is unknown: queued unpinned too
+    CHECK(reg.reserve_idle(0, 1).empty());
+    reg.cancel(t);
+    reg.complete(unpinned, nullptr, stats(0, 10), now);
+    auto after = reg.reserve(&fp, "", fp.total_bytes, now);
+    CHECK(after.p.slot);  // known again once it is over
+    reg.cancel(after);
+}
+
+TEST_CASE("registry: requests that take no slot (tokenize) do not block pinning") {
+    routing::registry reg({"b"}, routing::planner_settings{});
+    make_ready(reg, 1, 2);
+    const auto now = routing::clock::now();
+    auto tokenize =
+        reg.reserve(nullptr, "", 100, now, true, routing::registry::all_backends, false);
+    const auto fp = document('a');
+    auto t = reg.reserve(&fp, "", fp.total_bytes, now);
+    CHECK(t.p.slot);
+    reg.cancel(t);
+    reg.cancel(tokenize);
+}
+
+TEST_CASE("registry: a failover send blocks pinning on its backend until it ends") {
+    routing::registry reg({"b"}, routing::planner_settings{});
+    make_ready(reg, 1, 2);
+    const auto fp = document('a');
+    reg.begin_unpinned(0);
+    auto t = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    CHECK_FALSE(t.p.slot);
+    reg.cancel(t);
+    reg.end_unpinned(0);
+    auto again = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    CHECK(again.p.slot);
+    reg.cancel(again);
+}
+
+TEST_CASE("registry: a waiter cannot take a slot while an unpinned request runs") {
+    routing::registry reg({"b"}, routing::planner_settings{});
+    make_ready(reg, 1, 1);
+    const auto fp = document('a');
+    auto first = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    REQUIRE(first.p.slot);
+    reg.complete(first, &fp, stats(0, 2000), routing::clock::now());
+    // Busy with our own request: a second one plans to wait for it.
+    auto holder = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    REQUIRE(holder.p.why == routing::route::hit);
+    auto waiter = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    REQUIRE(waiter.p.why == routing::route::wait_hit);
+    reg.begin_unpinned(0);
+    reg.complete(holder, &fp, stats(2000, 4), routing::clock::now());
+    CHECK_FALSE(reg.try_take(waiter, routing::clock::now()));
+    reg.end_unpinned(0);
+    CHECK(reg.try_take(waiter, routing::clock::now()));
+    reg.cancel(waiter);
+}
+
+TEST_CASE("registry: want_check keeps a backend out of plans until a later check is done") {
+    routing::registry reg({"a", "b"}, routing::planner_settings{});
+    make_ready(reg, 2, 2);
+    int asked = -1;
+    reg.set_check_listener([&](int b) { asked = b; });
+    const auto fp = document('a');
+    auto t = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    REQUIRE(t.p.backend == 0);
+    reg.complete(t, &fp, stats(0, 2000), routing::clock::now());
+
+    reg.check_started(0);  // a check under way may have read the backend before the restart
+    const auto target = reg.want_check(0);
+    CHECK(asked == 0);
+    auto elsewhere = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    CHECK(elsewhere.p.backend == 1);  // not planned on backend 0's old beliefs
+    reg.cancel(elsewhere);
+    reg.check_done(0);
+    CHECK(reg.checks_done(0) < target);  // the one under way does not count
+    reg.check_started(0);
+    reg.check_done(0);
+    CHECK(reg.checks_done(0) >= target);
+    auto back = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    CHECK(back.p.backend == 0);
+    CHECK(back.p.why == routing::route::hit);
+    reg.cancel(back);
+    reg.set_check_listener(nullptr);
+}
+
+TEST_CASE("registry: the listener hears releases, completions and checks") {
+    routing::registry reg({"b"}, routing::planner_settings{});
+    make_ready(reg, 1, 2);
+    int heard = 0;
+    reg.set_listener([&] { ++heard; });
+    const auto fp = document('a');
+    auto t = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    reg.complete(t, &fp, stats(0, 2000), routing::clock::now());
+    CHECK(heard == 1);
+    auto u = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    reg.cancel(u);
+    CHECK(heard == 2);
+    reg.check_started(0);
+    reg.check_done(0);
+    CHECK(heard == 3);
+    reg.set_listener(nullptr);
+}
+
+TEST_CASE("registry: the probe's reservations take idle slots only, all or none") {
+    routing::registry reg({"b"}, routing::planner_settings{});
+    make_ready(reg, 1, 3);
+    const auto fp = document('a');
+    auto t = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    REQUIRE(t.p.slot);
+    CHECK(reg.reserve_idle(0, 3).empty());  // one is busy
+    auto two = reg.reserve_idle(0, 2);
+    REQUIRE(two.size() == 2);
+    for (const auto& p : two) CHECK(*p.p.slot != *t.p.slot);
+    // Seen processing by GET /slots without a ticket of ours: never reserved either.
+    for (const auto& p : two) reg.release(p);
+    std::vector<routing::observed_slot> seen;
+    for (int i = 0; i < 3; ++i) seen.push_back({i, i != *t.p.slot, std::nullopt});
+    reg.reconcile(0, seen, routing::clock::now() + std::chrono::seconds(5));
+    CHECK(reg.reserve_idle(0, 1).empty());
+    reg.cancel(t);
+}
+
+TEST_CASE("registry: a plan never names a backend beyond the request's config") {
+    routing::registry reg({"a", "b"}, routing::planner_settings{});
+    make_ready(reg, 2, 2);
+    const auto fp = document('a');
+    // Backend 1 is the better choice (it holds the prefix) but the request knows only one.
+    auto warm = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now(), true, 2);
+    reg.cancel(warm);
+    auto on1 = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    reg.complete(on1, &fp, stats(0, 2000), routing::clock::now());
+    for (int k = 0; k < 4; ++k) {
+        auto t = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now(), true, 1);
+        CHECK(t.p.backend == 0);
+        reg.cancel(t);
+    }
+    // Only backends past the list: none, not an index out of it.
+    routing::registry grown({"a", "b"}, routing::planner_settings{});
+    make_ready(grown, 2, 2);
+    grown.set_healthy(0, false);
+    auto none = grown.reserve(&fp, "", fp.total_bytes, routing::clock::now(), true, 1);
+    CHECK(none.p.backend == -1);
+}
