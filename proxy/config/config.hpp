@@ -102,15 +102,15 @@ struct cache_settings {
 enum class edit_mode { reprocess, append };
 
 struct document_delimiter {
-    std::string begin;  // ECMAScript regex: where a document starts (the match is part of it)
-    std::string end;    // ECMAScript regex: where it ends (the match is part of it)
+    std::string begin;  // RE2 regex: where a document starts (the match is part of it)
+    std::string end;    // RE2 regex: where it ends (the match is part of it)
 };
 
 // The rules for one model. Everything off by default: rewriting changes the model's input.
 struct rewrite_rules {
     bool system_to_front = false;                // late system messages join the leading ones
     std::vector<std::string> volatile_presets;   // names, see volatile_preset()
-    std::vector<std::string> volatile_patterns;  // ECMAScript regexes, searched in each line
+    std::vector<std::string> volatile_patterns;  // RE2 regexes, searched in each line
     std::uint64_t document_min_bytes = 2048;     // a message or text part this long is a document
     std::vector<document_delimiter> document_delimiters;
     bool document_order = false;                 // cached documents first, in cached order
