@@ -33,6 +33,15 @@ std::string format_error(const std::string& source, int line, const std::string&
     return out + problem;
 }
 
+bool has_space_or_control(std::string_view key) {
+    return std::any_of(key.begin(), key.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u <= 0x20 || u == 0x7f;
+    });
+}
+
+}  // namespace
+
 // "${NAME}" -> "NAME"; std::nullopt when the text is not exactly one such reference.
 std::optional<std::string> env_reference(std::string_view text) {
     if (text.size() < 4 || !text.starts_with("${") || !text.ends_with('}')) return std::nullopt;
@@ -42,15 +51,6 @@ std::optional<std::string> env_reference(std::string_view text) {
     if (!std::all_of(name.begin(), name.end(), ok)) return std::nullopt;
     return std::string(name);
 }
-
-bool has_space_or_control(std::string_view key) {
-    return std::any_of(key.begin(), key.end(), [](char c) {
-        const auto u = static_cast<unsigned char>(c);
-        return u <= 0x20 || u == 0x7f;
-    });
-}
-
-}  // namespace
 
 int line_of(const YAML::Node& node, int fallback) {
     const YAML::Mark mark = node.Mark();

@@ -50,6 +50,9 @@ struct backend {
     millis idle_stop{0};               // stop after this long without requests; 0 = never
     millis start_timeout{120'000};     // how long requests wait for it to start and turn healthy
     millis restart_backoff_max{30'000};  // longest pause between restarts after it exits
+    // Variables set for the process on top of the allow-listed ones it gets from warmslot's
+    // environment (app/supervised_argv.hpp), in file order; a value may be secret: never log.
+    std::vector<std::pair<std::string, std::string>> env;
 
     bool retired = false;  // removed by a reload: takes no new requests, drains
                            // (never set by the parser; see config/reload.hpp)
