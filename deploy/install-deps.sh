@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   build-essential clang cmake ninja-build git ca-certificates curl pkg-config
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev libmimalloc-dev
+  libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev libmimalloc-dev libre2-dev
   nginx-light sqlite3 ccache
   haproxy iproute2
   debhelper dpkg-dev go-md2man lintian mmdebstrap

@@ -5,8 +5,8 @@
 #
 # Compiler: Debian's clang with the mingw-w64 posix-threads runtime and libstdc++
 # (cmake/mingw-w64-clang.cmake). Dependencies come from Debian only: Boost and nlohmann/json
-# headers from their -dev packages; SQLite, yaml-cpp, spdlog, fmt and xxHash from Debian's source
-# packages (apt-get source against deb.debian.org), built for the mingw target. They are cached in
+# headers from their -dev packages; SQLite, yaml-cpp, spdlog, fmt, xxHash and RE2 from Debian's
+# source packages (apt-get source against deb.debian.org), built for the mingw target. They are cached in
 # $WARMSLOT_CACHE/windows (default ~/.cache/warmslot), keyed below, so only the first run builds
 # them (about 3 minutes on 2 cores). wine64 is installed too: the smoke tests run the exe with it.
 #
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 triple=x86_64-w64-mingw32
-key=bookworm-2  # bump when the packages, versions or flags below change
+key=bookworm-3  # bump when the packages, versions or flags below change
 cache="${WARMSLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmslot}"
 dir="$cache/windows-deps-$key"
 prefix="$dir/prefix"
@@ -30,7 +30,7 @@ log() { echo "windows: $*" >&2; }
 
 install_packages() {
   local packages=(clang lld cmake ninja-build dpkg-dev tcl libboost1.81-dev nlohmann-json3-dev
-    g++-mingw-w64-x86-64-posix wine64 wine) missing=() p sudo=""
+    g++-mingw-w64-x86-64-posix wine64 wine perl python3 python3-six unicode-data) missing=() p sudo=""
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
   done
@@ -80,8 +80,8 @@ build_deps() {
   enable_sources
   work=$(mktemp -d "$dir/tmp.XXXXXX")
   trap 'rm -rf "$work"' EXIT
-  log "fetching Debian sources: sqlite3 yaml-cpp spdlog fmtlib xxhash"
-  (cd "$work" && apt-get source -q sqlite3 yaml-cpp spdlog fmtlib xxhash >&2)
+  log "fetching Debian sources: sqlite3 yaml-cpp spdlog fmtlib xxhash re2"
+  (cd "$work" && apt-get source -q sqlite3 yaml-cpp spdlog fmtlib xxhash re2 >&2)
   rm -rf "$prefix"
   mkdir -p "$prefix/include" "$prefix/lib/cmake" "$prefix/share/cmake"
   # Header-only libraries from the build host's -dev packages, seen through the prefix. Their
@@ -106,6 +106,14 @@ build_deps() {
     -DSPDLOG_BUILD_EXAMPLE=OFF -DSPDLOG_BUILD_TESTS=OFF -DSPDLOG_BUILD_BENCH=OFF
   cmake_dep yaml-cpp "$(echo "$work"/yaml-cpp-*/)" -DYAML_CPP_BUILD_TESTS=OFF \
     -DYAML_CPP_BUILD_TOOLS=OFF -DYAML_CPP_BUILD_CONTRIB=OFF -DYAML_BUILD_SHARED_LIBS=OFF
+  # Debian's RE2 source leaves out its generated Unicode and Perl class tables; they are made
+  # from Debian's unicode-data as its own package build does (REBUILD_TABLES).
+  local re2
+  re2=$(echo "$work"/re2-*/)
+  (cd "$re2" && perl re2/make_perl_groups.pl >re2/perl_groups.cc &&
+    python3 re2/make_unicode_casefold.py >re2/unicode_casefold.cc &&
+    python3 re2/make_unicode_groups.py >re2/unicode_groups.cc)
+  cmake_dep re2 "$re2" -DRE2_BUILD_TESTING=OFF
   touch "$prefix/.complete"
 }
 

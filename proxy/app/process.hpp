@@ -35,12 +35,14 @@ struct process_options {
     // on Linux the kernel stops the child when the process that started it dies, even by
     // SIGKILL. "" = start the program directly. Ignored on Windows, where a job object does it.
     std::string guard = {};
+    // The child's environment as NAME=value entries; std::nullopt = a copy of warmslot's.
+    std::optional<std::vector<std::string>> env = std::nullopt;
 };
 
 // One started child. It leads its own process group, so terminate() also reaches the processes
-// it started. stdin is /dev/null; it inherits warmslot's environment and working directory, and
-// no other open files. Destroying a process that is still running kills its group
-// with SIGKILL and reaps it: call terminate() first for a graceful stop.
+// it started. stdin is /dev/null; it inherits warmslot's working directory, and its environment
+// unless `env` is given, and no other open files. Destroying a process that is still running kills
+// its group with SIGKILL and reaps it: call terminate() first for a graceful stop.
 class process {
   public:
     virtual ~process() = default;
@@ -59,6 +61,11 @@ class process {
 // Starts the program. Throws std::system_error when it cannot be started (missing program, no
 // permission, unwritable log file); the message names the program.
 std::unique_ptr<process> start_process(const process_options& options);
+
+// warmslot's own environment as NAME=value entries (UTF-8 on Windows).
+std::vector<std::string> current_environment();
+// Whether variable names compare ignoring case (Windows) or not (POSIX).
+bool env_names_ignore_case();
 
 // The guard to put in process_options for children that must not outlive this process: this
 // very executable on Linux, "" elsewhere.

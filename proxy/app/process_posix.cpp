@@ -146,11 +146,22 @@ std::string exit_status::describe() const {
 
 namespace {
 
-// Whether execvp would find `program`: a path as it is, a bare name in PATH.
-bool runnable(const std::string& program) {
-    if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+// The PATH the child will search: from its own environment when it is given one.
+std::string child_path(const process_options& options) {
+    if (options.env) {
+        for (const std::string& entry : *options.env) {
+            if (entry.starts_with("PATH=")) return entry.substr(5);
+        }
+        return "/usr/local/bin:/usr/bin:/bin";
+    }
     const char* path = std::getenv("PATH");
-    std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+    return path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+}
+
+// Whether execvp in the child would find `program`: a path as it is, a bare name in its PATH.
+bool runnable(const std::string& program, const process_options& options) {
+    if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+    const std::string dirs = child_path(options);
     for (std::size_t at = 0; at <= dirs.size();) {
         const std::size_t end = std::min(dirs.find(':', at), dirs.size());
         const std::string dir = end > at ? dirs.substr(at, end - at) : ".";
@@ -164,7 +175,7 @@ bool runnable(const std::string& program) {
 std::vector<std::string> spawn_argv(const process_options& options) {
     if (options.guard.empty()) return options.argv;
     // Through the guard, a missing program would only show as exit code 127 later: say it now.
-    if (!runnable(options.argv.front()))
+    if (!runnable(options.argv.front(), options))
         throw os_error(ENOENT, "cannot start " + options.argv.front());
     std::vector<std::string> out = {options.guard, "exec-child", std::to_string(::getpid()), "--"};
     out.insert(out.end(), options.argv.begin(), options.argv.end());
@@ -188,13 +199,27 @@ std::unique_ptr<process> start_process(const process_options& options) {
     std::vector<char*> argv;
     for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
+    std::vector<char*> envp;
+    if (options.env) {
+        for (const std::string& entry : *options.env)
+            envp.push_back(const_cast<char*>(entry.c_str()));
+        envp.push_back(nullptr);
+    }
     const spawn_setup setup(options);
     pid_t pid = 0;
-    const int error =
-        ::posix_spawnp(&pid, program.c_str(), setup.actions(), setup.attr(), argv.data(), environ);
+    const int error = ::posix_spawnp(&pid, program.c_str(), setup.actions(), setup.attr(),
+                                     argv.data(), options.env ? envp.data() : environ);
     if (error != 0) throw os_error(error, "cannot start " + program);
     return std::make_unique<posix_process>(pid);
 }
+
+std::vector<std::string> current_environment() {
+    std::vector<std::string> out;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+    return out;
+}
+
+bool env_names_ignore_case() { return false; }
 
 std::string self_guard() {
 #ifdef __linux__

@@ -5,7 +5,10 @@
 #include <windows.h>
 #include <winsock2.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cwchar>
+#include <cwctype>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -27,6 +30,35 @@ std::wstring widen(const std::string& utf8) {
     std::wstring out(static_cast<std::size_t>(n), L'\0');
     ::MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), out.data(), n);
     return out;
+}
+
+std::string narrow(const wchar_t* text, std::size_t size) {
+    if (size == 0) return {};
+    const int n = ::WideCharToMultiByte(CP_UTF8, 0, text, static_cast<int>(size), nullptr, 0,
+                                        nullptr, nullptr);
+    std::string out(static_cast<std::size_t>(n), '\0');
+    ::WideCharToMultiByte(CP_UTF8, 0, text, static_cast<int>(size), out.data(), n, nullptr,
+                          nullptr);
+    return out;
+}
+
+// A CreateProcessW environment block: NAME=value entries sorted by name ignoring case (as
+// Windows keeps them), each ended by a NUL, the block by another.
+std::wstring environment_block(const std::vector<std::string>& entries) {
+    std::vector<std::wstring> wide;
+    for (const auto& e : entries) wide.push_back(widen(e));
+    const auto name_less = [](const std::wstring& a, const std::wstring& b) {
+        const auto an = a.substr(0, a.find(L'='));
+        const auto bn = b.substr(0, b.find(L'='));
+        return std::lexicographical_compare(
+            an.begin(), an.end(), bn.begin(), bn.end(),
+            [](wchar_t x, wchar_t y) { return std::towupper(x) < std::towupper(y); });
+    };
+    std::stable_sort(wide.begin(), wide.end(), name_less);
+    std::wstring block;
+    for (const auto& w : wide) block += w + L'\0';
+    block += L'\0';
+    return block;
 }
 
 // One argument quoted the way CommandLineToArgvW and the C runtime split it again.
@@ -169,11 +201,13 @@ std::unique_ptr<process> start_process(const process_options& options) {
     si.StartupInfo.hStdError = out.h ? out.h : ::GetStdHandle(STD_ERROR_HANDLE);
     si.lpAttributeList = attrs;
     handle job = make_job();
+    std::wstring env = options.env ? environment_block(*options.env) : std::wstring();
     PROCESS_INFORMATION pi{};
     const BOOL ok =
         ::CreateProcessW(nullptr, line.data(), nullptr, nullptr, TRUE,
-                         CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | EXTENDED_STARTUPINFO_PRESENT,
-                         nullptr, nullptr, &si.StartupInfo, &pi);
+                         CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP |
+                             EXTENDED_STARTUPINFO_PRESENT | CREATE_UNICODE_ENVIRONMENT,
+                         options.env ? env.data() : nullptr, nullptr, &si.StartupInfo, &pi);
     const DWORD error = ::GetLastError();
     ::DeleteProcThreadAttributeList(attrs);
     if (!ok) throw os_error(error, "cannot start " + program);
@@ -183,6 +217,21 @@ std::unique_ptr<process> start_process(const process_options& options) {
     ::ResumeThread(thread.h);
     return std::make_unique<windows_process>(std::move(job), std::move(proc), pi.dwProcessId);
 }
+
+std::vector<std::string> current_environment() {
+    std::vector<std::string> out;
+    wchar_t* block = ::GetEnvironmentStringsW();
+    if (block == nullptr) return out;
+    for (const wchar_t* p = block; *p != L'\0';) {
+        const std::size_t n = std::wcslen(p);
+        out.push_back(narrow(p, n));
+        p += n + 1;
+    }
+    ::FreeEnvironmentStringsW(block);
+    return out;
+}
+
+bool env_names_ignore_case() { return true; }
 
 // The job object every child joins ends them with warmslot: no guard process needed.
 std::string self_guard() { return ""; }

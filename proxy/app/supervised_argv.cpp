@@ -1,6 +1,7 @@
 #include "app/supervised_argv.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <initializer_list>
 #include <string_view>
 
@@ -16,7 +17,92 @@ bool has_flag(const std::vector<std::string>& argv, std::initializer_list<std::s
     });
 }
 
+// Whole names that pass.
+constexpr std::string_view allowed_names[] = {
+    // POSIX: finding programs and libraries, home, locale, time zone, temporary files
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "LD_LIBRARY_PATH",
+    "XDG_CACHE_HOME",
+    "XDG_RUNTIME_DIR",
+    // Windows: what its C runtime, Winsock and GPU drivers expect to find
+    "SYSTEMROOT",
+    "SYSTEMDRIVE",
+    "WINDIR",
+    "COMSPEC",
+    "PATHEXT",
+    "TEMP",
+    "TMP",
+    "USERPROFILE",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "PROGRAMDATA",
+    "PROGRAMFILES",
+    "PROGRAMFILES(X86)",
+    "PROGRAMW6432",
+    "COMMONPROGRAMFILES",
+    "NUMBER_OF_PROCESSORS",
+    "PROCESSOR_ARCHITECTURE",
+    "PROCESSOR_IDENTIFIER",
+    "OS",
+    // GPU selection understood by several runtimes
+    "GPU_DEVICE_ORDINAL",
+    "ONEAPI_DEVICE_SELECTOR",
+    "VULKAN_SDK",
+};
+
+// Prefixes of names that pass: locale categories, GPU runtimes (NVIDIA, AMD, Intel, Vulkan,
+// Metal), the math and threading libraries llama.cpp links, llama.cpp itself.
+constexpr std::string_view allowed_prefixes[] = {
+    "LC_",  "CUDA_", "NVIDIA_", "HIP_",  "ROCR_",  "ROCM_", "HSA_",      "AMD_", "SYCL_",
+    "ZES_", "VK_",   "MTL_",    "GGML_", "LLAMA_", "OMP_",  "OPENBLAS_", "MKL_", "KMP_",
+};
+
+bool same_name(std::string_view a, std::string_view b, bool ignore_case) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const auto x = static_cast<unsigned char>(a[i]);
+        const auto y = static_cast<unsigned char>(b[i]);
+        if (ignore_case ? std::toupper(x) != std::toupper(y) : x != y) return false;
+    }
+    return true;
+}
+
 }  // namespace
+
+bool passes_to_backend(std::string_view name, bool windows) {
+    if (name.empty()) return false;
+    for (const std::string_view n : allowed_names) {
+        if (same_name(name, n, windows)) return true;
+    }
+    for (const std::string_view p : allowed_prefixes) {
+        if (name.size() > p.size() && same_name(name.substr(0, p.size()), p, windows)) return true;
+    }
+    return false;
+}
+
+std::vector<std::string> supervised_env(const config::backend& b,
+                                        const std::vector<std::string>& parent, bool windows) {
+    std::vector<std::string> out;
+    const auto set_by_config = [&](std::string_view name) {
+        return std::any_of(b.env.begin(), b.env.end(),
+                           [&](const auto& kv) { return same_name(kv.first, name, windows); });
+    };
+    for (const std::string& entry : parent) {
+        const auto eq = entry.find('=');
+        if (eq == std::string::npos || eq == 0) continue;
+        const std::string_view name = std::string_view(entry).substr(0, eq);
+        if (passes_to_backend(name, windows) && !set_by_config(name)) out.push_back(entry);
+    }
+    for (const auto& [name, value] : b.env) out.push_back(name + "=" + value);
+    return out;
+}
 
 std::vector<std::string> supervised_argv(const config::backend& b) {
     std::vector<std::string> argv = b.command;

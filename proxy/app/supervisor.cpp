@@ -133,6 +133,8 @@ void supervisor::launch(int index, const config::backend& b, child& c) {
     process_options opts;
     opts.argv = supervised_argv(b);
     opts.guard = self_guard();  // a SIGKILLed warmslot leaves no llama-server behind
+    // warmslot's API keys and other secrets stay here: only the allow-list and `env` pass.
+    opts.env = supervised_env(b, current_environment(), env_names_ignore_case());
     try {
         if (!b.slot_save_path.empty()) std::filesystem::create_directories(b.slot_save_path);
         const auto dir = src_.current()->cache.dir;

@@ -122,8 +122,13 @@ backend reader::read_backend(const entry& e) const {
                       b.start_timeout = read_duration(v);
                       supervision(v);
                   }},
-                 {"restart_backoff_max", [&](const entry& v) {
+                 {"restart_backoff_max",
+                  [&](const entry& v) {
                       b.restart_backoff_max = read_duration(v);
+                      supervision(v);
+                  }},
+                 {"env", [&](const entry& v) {
+                      b.env = read_env(v);
                       supervision(v);
                   }}});
     if (!have_name) fail(e.line, child_path(e.path, "name"), "is required");
@@ -175,6 +180,46 @@ std::vector<std::string> reader::read_command(const entry& e) const {
         argv.push_back(std::move(arg));
     }
     return argv;
+}
+
+// `env:` of a command backend: NAME: value. A value written exactly as ${NAME} is read from
+// warmslot's environment at load. Values may be secrets: no error message quotes one.
+std::vector<std::pair<std::string, std::string>> reader::read_env(const entry& e) const {
+    if (!e.node.IsMap() && !e.node.IsNull())
+        fail(e.line, e.path,
+             "expected a map of variable names to values, found " + std::string(kind_of(e.node)));
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto it = e.node.begin(); it != e.node.end(); ++it) {
+        const std::string name = it->first.IsScalar() ? it->first.Scalar() : "";
+        const entry item{it->second, e.path + "." + name, line_of(it->first, e.line)};
+        const auto name_char = [](char c) { return is_alnum(c) || c == '_'; };
+        if (name.empty() || is_digit(name.front()) || name.size() > 128 ||
+            !std::all_of(name.begin(), name.end(), name_char))
+            fail(item.line, item.path,
+                 "a variable name is 1 to 128 characters of A-Z a-z 0-9 _, not starting with "
+                 "a digit");
+        for (const auto& [seen, value] : out) {
+            if (lower(seen) == lower(name))
+                fail(item.line, item.path, "set twice (names are compared ignoring case)");
+        }
+        if (!item.node.IsScalar())
+            fail(item.line, item.path,
+                 "expected a string, found " + std::string(kind_of(item.node)));
+        std::string value = item.node.Scalar();
+        if (const auto variable = env_reference(value)) {
+            std::optional<std::string> from = env_ ? env_(*variable) : std::nullopt;
+            if (!from)
+                fail(item.line, item.path, "environment variable " + *variable + " is not set");
+            value = std::move(*from);
+        } else if (value.find("${") != std::string::npos) {
+            fail(item.line, item.path,
+                 "malformed environment reference; write the whole value as ${NAME}");
+        }
+        if (value.find('\0') != std::string::npos)
+            fail(item.line, item.path, "must not contain a NUL character");
+        out.emplace_back(name, std::move(value));
+    }
+    return out;
 }
 
 std::vector<std::string> reader::read_names(const entry& e) const {

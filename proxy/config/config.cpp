@@ -1,5 +1,7 @@
 #include "config/config.hpp"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -8,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <regex>
 #include <system_error>
 #include <utility>
 
@@ -32,6 +33,15 @@ std::string format_error(const std::string& source, int line, const std::string&
     return out + problem;
 }
 
+bool has_space_or_control(std::string_view key) {
+    return std::any_of(key.begin(), key.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u <= 0x20 || u == 0x7f;
+    });
+}
+
+}  // namespace
+
 // "${NAME}" -> "NAME"; std::nullopt when the text is not exactly one such reference.
 std::optional<std::string> env_reference(std::string_view text) {
     if (text.size() < 4 || !text.starts_with("${") || !text.ends_with('}')) return std::nullopt;
@@ -41,15 +51,6 @@ std::optional<std::string> env_reference(std::string_view text) {
     if (!std::all_of(name.begin(), name.end(), ok)) return std::nullopt;
     return std::string(name);
 }
-
-bool has_space_or_control(std::string_view key) {
-    return std::any_of(key.begin(), key.end(), [](char c) {
-        const auto u = static_cast<unsigned char>(c);
-        return u <= 0x20 || u == 0x7f;
-    });
-}
-
-}  // namespace
 
 int line_of(const YAML::Node& node, int fallback) {
     const YAML::Mark mark = node.Mark();
@@ -326,18 +327,22 @@ std::vector<std::string> reader::read_list(const entry& e, std::string_view what
     return out;
 }
 
-// A regex is compiled here once so that a bad one stops the start, not a request.
+// A regex is compiled here once, with the engine and options the rewrite rules use (RE2,
+// UTF-8, case-sensitive), so that a bad one stops the start, not a request.
 std::string reader::read_regex(const entry& e, unsigned min_groups) const {
     std::string text = read_scalar(e, "a regular expression");
     if (text.empty()) fail(e.line, e.path, "must not be empty");
     if (text.size() > 1024) fail(e.line, e.path, "must be at most 1024 characters");
-    try {
-        const std::regex compiled(text, std::regex::ECMAScript);
-        if (compiled.mark_count() < min_groups)
-            fail(e.line, e.path, "needs a capture group: (...) around the id");
-    } catch (const std::regex_error& error) {
-        fail(e.line, e.path, std::string("invalid regular expression: ") + error.what());
+    RE2::Options options;
+    options.set_log_errors(false);
+    const RE2 compiled(text, options);
+    if (!compiled.ok()) {
+        fail(e.line, e.path,
+             "invalid regular expression (RE2 syntax: no backreferences, no lookahead or "
+             "lookbehind): " + compiled.error());
     }
+    if (compiled.NumberOfCapturingGroups() < static_cast<int>(min_groups))
+        fail(e.line, e.path, "needs a capture group: (...) around the id");
     return text;
 }
 
@@ -540,7 +545,7 @@ const rewrite_rules& rewrite_settings::for_model(std::string_view model) const {
 
 namespace {
 
-// Case-insensitive ECMAScript regexes, searched in each line of a system prompt.
+// Case-insensitive RE2 regexes, searched in each line of a system prompt.
 constexpr std::array<std::pair<std::string_view, std::string_view>, 5> presets{{
     {"date", R"(^\W*(today|today's date|current date|date)\b.*\d)"},
     {"time", R"(^\W*(current time|current date and time|time now|the time is|now|time)\b.*\d{1,2}:\d{2})"},

@@ -50,6 +50,9 @@ struct backend {
     millis idle_stop{0};               // stop after this long without requests; 0 = never
     millis start_timeout{120'000};     // how long requests wait for it to start and turn healthy
     millis restart_backoff_max{30'000};  // longest pause between restarts after it exits
+    // Variables set for the process on top of the allow-listed ones it gets from warmslot's
+    // environment (app/supervised_argv.hpp), in file order; a value may be secret: never log.
+    std::vector<std::pair<std::string, std::string>> env;
 
     bool retired = false;  // removed by a reload: takes no new requests, drains
                            // (never set by the parser; see config/reload.hpp)
@@ -104,15 +107,15 @@ struct cache_settings {
 enum class edit_mode { reprocess, append };
 
 struct document_delimiter {
-    std::string begin;  // ECMAScript regex: where a document starts (the match is part of it)
-    std::string end;    // ECMAScript regex: where it ends (the match is part of it)
+    std::string begin;  // RE2 regex: where a document starts (the match is part of it)
+    std::string end;    // RE2 regex: where it ends (the match is part of it)
 };
 
 // The rules for one model. Everything off by default: rewriting changes the model's input.
 struct rewrite_rules {
     bool system_to_front = false;                // late system messages join the leading ones
     std::vector<std::string> volatile_presets;   // names, see volatile_preset()
-    std::vector<std::string> volatile_patterns;  // ECMAScript regexes, searched in each line
+    std::vector<std::string> volatile_patterns;  // RE2 regexes, searched in each line
     std::uint64_t document_min_bytes = 2048;     // a message or text part this long is a document
     std::vector<document_delimiter> document_delimiters;
     bool document_order = false;                 // cached documents first, in cached order

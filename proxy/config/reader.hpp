@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +32,8 @@ struct field {
 };
 
 int line_of(const YAML::Node& node, int fallback);
+// "${NAME}" -> "NAME"; std::nullopt when the text is not exactly one such reference.
+std::optional<std::string> env_reference(std::string_view text);
 std::string child_path(const std::string& parent, std::string_view key);
 std::string item_path(const std::string& parent, std::size_t index);
 std::string_view kind_of(const YAML::Node& node);
@@ -78,6 +81,7 @@ class reader {
     backend read_backend(const entry& e) const;
     std::vector<std::string> read_command(const entry& e) const;
     std::vector<std::string> read_names(const entry& e) const;
+    std::vector<std::pair<std::string, std::string>> read_env(const entry& e) const;
     void check_backend_keys(const entry& e, const backend& b, bool have_url,
                             const std::vector<std::pair<std::string, int>>& command_only) const;
     void default_slot_paths(config& c, const entry& top, int backends_line) const;

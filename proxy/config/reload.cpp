@@ -6,6 +6,7 @@ namespace warmslot::config {
 namespace {
 
 // A url backend is its url; a supervised one is its command line (its port is picked at start).
+// Never the env values: they may be secrets, and this text goes to the log.
 std::string endpoint_of(const backend& b) {
     if (!b.supervised()) return b.url;
     std::string line = "command:";
@@ -25,7 +26,7 @@ std::size_t active_backends(const config& cfg) {
 }
 
 bool same_backend(const backend& a, const backend& b) {
-    return a.name == b.name && endpoint_of(a) == endpoint_of(b);
+    return a.name == b.name && endpoint_of(a) == endpoint_of(b) && a.env == b.env;
 }
 
 reload_plan plan_reload(const config& running, config parsed) {

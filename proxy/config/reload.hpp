@@ -2,7 +2,7 @@
 //
 // Backends keep their index for the life of the process, because slot beliefs, pools and the
 // disk tier are keyed by it: a backend is the same backend across a reload when its name and
-// its endpoint (url, or supervised command) are unchanged. A backend missing from the new file
+// its endpoint (url, or supervised command and its `env`) are unchanged. A backend missing from the new file
 // stays in the list as `retired` (it drains: no new requests, running ones finish); a new or
 // changed one is appended. A retired backend that comes back takes its old index again.
 #pragma once
@@ -24,7 +24,8 @@ struct reload_plan {
 // Backends that take requests (not retired).
 std::size_t active_backends(const config& cfg);
 
-// Same backend across a reload: same name and endpoint (url, or command line).
+// Same backend across a reload: same name and endpoint (url, or command line and env: a
+// process started with other variables is another process).
 bool same_backend(const backend& a, const backend& b);
 
 // `running` is the snapshot in use, `parsed` the freshly validated file. Settings that only

@@ -61,10 +61,7 @@ class editor {
 
     std::string id_of(const std::string& text) const {
         if (!r_.edit_id) return "";
-        const std::string head = text.substr(0, utf8_floor(text, 1024));
-        std::smatch m;
-        if (!std::regex_search(head, m, *r_.edit_id) || m.size() < 2) return "";
-        return m[1].str();
+        return r_.edit_id->first_group(std::string_view(text).substr(0, utf8_floor(text, 1024)));
     }
 
   private:
@@ -213,19 +210,13 @@ std::vector<std::pair<std::size_t, std::size_t>> delimited_spans(
     std::vector<std::pair<std::size_t, std::size_t>> out;
     for (const auto& d : delimiters) {
         std::size_t pos = 0;
-        std::smatch begin;
-        while (pos < text.size() &&
-               std::regex_search(text.cbegin() + static_cast<std::ptrdiff_t>(pos), text.cend(),
-                                 begin, d.begin)) {
-            const auto start = pos + static_cast<std::size_t>(begin.position(0));
-            const auto after = start + static_cast<std::size_t>(begin.length(0));
-            std::smatch end;
-            if (!std::regex_search(text.cbegin() + static_cast<std::ptrdiff_t>(after), text.cend(),
-                                   end, d.end))
-                break;
-            const auto stop = after + static_cast<std::size_t>(end.position(0) + end.length(0));
-            out.emplace_back(start, stop);
-            pos = std::max(stop, start + 1);
+        while (pos < text.size()) {
+            const auto begin = d.begin.find(text, pos);
+            if (!begin) break;
+            const auto end = d.end.find(text, begin->second);
+            if (!end) break;
+            out.emplace_back(begin->first, end->second);
+            pos = std::max(end->second, begin->first + 1);
         }
         if (!out.empty()) break;  // the first delimiter pair that finds documents wins
     }

@@ -29,17 +29,14 @@ std::string joined(const std::vector<std::string_view>& lines, std::size_t from,
 }  // namespace
 
 compiled_rules::compiled_rules(const config::rewrite_rules& r) : settings(r) {
-    constexpr auto syntax = std::regex::ECMAScript | std::regex::optimize;
     for (const auto& name : r.volatile_presets) {
-        if (const auto pattern = config::volatile_preset(name)) {
-            volatile_lines.emplace_back(std::string(*pattern), syntax | std::regex::icase);
+        if (const auto preset = config::volatile_preset(name)) {
+            volatile_lines.emplace_back(*preset, true);
         }
     }
-    for (const auto& p : r.volatile_patterns) volatile_lines.emplace_back(p, syntax);
-    for (const auto& d : r.document_delimiters) {
-        delimiters.push_back({std::regex(d.begin, syntax), std::regex(d.end, syntax)});
-    }
-    if (!r.edit_id.empty()) edit_id.emplace(r.edit_id, syntax);
+    for (const auto& p : r.volatile_patterns) volatile_lines.emplace_back(p);
+    for (const auto& d : r.document_delimiters) delimiters.push_back({pattern(d.begin), pattern(d.end)});
+    if (!r.edit_id.empty()) edit_id.emplace(r.edit_id);
 }
 
 rule_book::rule_book(const config::rewrite_settings& s) : defaults_(compile_if_active(s.defaults)) {
@@ -58,7 +55,7 @@ bool rule_book::any() const {
                                     [](const auto& m) { return m.second.has_value(); });
 }
 
-std::string take_volatile_lines(std::string_view text, const std::vector<std::regex>& rules,
+std::string take_volatile_lines(std::string_view text, const std::vector<pattern>& rules,
                                 std::vector<std::string>& taken) {
     std::string kept;
     kept.reserve(text.size());
@@ -67,7 +64,7 @@ std::string take_volatile_lines(std::string_view text, const std::vector<std::re
         bool matches = false;
         if (!bare.empty() && bare.size() <= max_volatile_line_bytes) {
             for (const auto& rule : rules) {
-                if (std::regex_search(bare.begin(), bare.end(), rule)) {
+                if (rule.found_in(bare)) {
                     matches = true;
                     break;
                 }

@@ -3,27 +3,27 @@
 #pragma once
 
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "config/config.hpp"
+#include "rewrite/pattern.hpp"
 
 namespace warmslot::rewrite {
 
 struct compiled_delimiter {
-    std::regex begin;
-    std::regex end;
+    pattern begin;
+    pattern end;
 };
 
 struct compiled_rules {
     explicit compiled_rules(const config::rewrite_rules& r);
 
     config::rewrite_rules settings;
-    std::vector<std::regex> volatile_lines;
+    std::vector<pattern> volatile_lines;  // the presets match case-insensitively
     std::vector<compiled_delimiter> delimiters;
-    std::optional<std::regex> edit_id;
+    std::optional<pattern> edit_id;
 
     bool volatile_enabled() const { return !volatile_lines.empty(); }
     bool system_to_front() const { return settings.system_to_front; }
@@ -51,7 +51,7 @@ inline constexpr std::size_t max_volatile_line_bytes = 512;
 
 // Removes the lines that match any rule (each with its line break); appends them, without the
 // break, to `taken`. Returns the text left.
-std::string take_volatile_lines(std::string_view text, const std::vector<std::regex>& rules,
+std::string take_volatile_lines(std::string_view text, const std::vector<pattern>& rules,
                                 std::vector<std::string>& taken);
 
 // The revision note telling the model how `now` differs from `original` (one hunk: the lines

@@ -101,6 +101,42 @@ test('a warmslot killed with SIGKILL leaves no supervised llama-server running',
   }
 });
 
+test('a supervised llama-server gets the allow-listed environment and env, not warmslot\'s secrets', { timeout: 300000 }, async () => {
+  const key = 'ws-key-4f1c9a7e2b';
+  const ws = await startWarmslot({
+    backends: [{ name: 'sup', command: command(), lines: ['env:', '  WARMSLOT_TEST_SETTING: configured', '  LLAMA_TEST_OVERRIDE: from-config'] }],
+    apiKeys: ['${WARMSLOT_API_KEY}'],
+    extra: settings(tempDir('state')),
+    env: {
+      WARMSLOT_API_KEY: key, OPENAI_API_KEY: 'sk-not-for-llama', MY_SERVICE_TOKEN: 'tok-secret',
+      LLAMA_TEST_PASSED: 'passed', LLAMA_TEST_OVERRIDE: 'from-warmslot', TZ: 'Asia/Tokyo',
+    },
+  });
+  try {
+    await waitFor('the supervised backend to be routed', async () => {
+      const h = await getJson(`${ws.url}/health`, { headers: { authorization: `Bearer ${key}` } });
+      return h.body.backends?.[0]?.status === 'ok' && h.body.backends[0].routing;
+    }, 120000, 100);
+    const [pid] = pids(ws);
+    const environ = Object.fromEntries(fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')
+      .filter((e) => e.includes('=')).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+    assert.match(fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8'), /llama-server/);
+    for (const secret of ['WARMSLOT_API_KEY', 'OPENAI_API_KEY', 'MY_SERVICE_TOKEN']) {
+      assert.equal(environ[secret], undefined, `${secret} reached llama-server`);
+    }
+    assert.ok(!Object.values(environ).includes(key), 'the API key reached llama-server');
+    assert.equal(environ.PATH, process.env.PATH);  // allow-listed
+    assert.equal(environ.TZ, 'Asia/Tokyo');
+    assert.equal(environ.LLAMA_TEST_PASSED, 'passed');  // LLAMA_* passes
+    assert.equal(environ.WARMSLOT_TEST_SETTING, 'configured');  // from env:
+    assert.equal(environ.LLAMA_TEST_OVERRIDE, 'from-config');  // env: wins
+    const r = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi'), { authorization: `Bearer ${key}` });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+  } finally {
+    await stopAll(ws);
+  }
+});
+
 test('on demand: started by the first request, stopped when idle after a save, restored on the next', { timeout: 300000 }, async () => {
   const cacheDir = tempDir('state');
   const ws = await startWarmslot({

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -214,4 +215,26 @@ TEST_CASE("process: through the guard the program runs as itself, with its exit 
     auto orphan =
         start_process({{warmslot_bin(), "exec-child", "1", "--", "/bin/sh", "-c", "exit 0"}, ""});
     CHECK(wait_exit(*orphan).code == 127);
+}
+
+TEST_CASE("process: a given environment is the child's whole environment, through the guard too") {
+    const temp_dir dir("process");
+    const std::string log = dir.file("child.log");
+    ::setenv("WARMSLOT_TEST_SECRET", "s3cret", 1);
+    warmslot::app::process_options opts{{"env"}, log};  // found through the given PATH
+    opts.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "ONLY_THIS=1"};
+    auto p = start_process(opts);
+    CHECK(wait_exit(*p).code == 0);
+    CHECK(read_text(log) == "PATH=/usr/bin:/bin\nONLY_THIS=1\n");
+
+    const std::string guarded_log = dir.file("guarded.log");
+    opts.log_path = guarded_log;
+    opts.guard = warmslot_bin();
+    auto g = start_process(opts);
+    CHECK(wait_exit(*g).code == 0);
+    CHECK(read_text(guarded_log) == "PATH=/usr/bin:/bin\nONLY_THIS=1\n");
+    ::unsetenv("WARMSLOT_TEST_SECRET");
+    const auto mine = warmslot::app::current_environment();
+    CHECK(std::find(mine.begin(), mine.end(), "PATH=" + std::string(std::getenv("PATH"))) !=
+          mine.end());
 }

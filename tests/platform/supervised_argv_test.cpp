@@ -53,3 +53,59 @@ TEST_CASE("supervised argv: the user's command first, then what warmslot needs")
         CHECK(warmslot::app::supervised_argv(r.b) == r.expected);
     }
 }
+
+TEST_CASE("supervised env: the allow-list passes, secrets stay, env wins") {
+    const std::vector<std::string> parent = {
+        "PATH=/usr/bin:/bin",
+        "HOME=/var/lib/warmslot",
+        "LANG=C.UTF-8",
+        "LC_ALL=C.UTF-8",
+        "TZ=UTC",
+        "LD_LIBRARY_PATH=/opt/cuda/lib64",
+        "CUDA_VISIBLE_DEVICES=0,1",
+        "HIP_VISIBLE_DEVICES=0",
+        "ROCR_VISIBLE_DEVICES=0",
+        "GGML_CUDA_ENABLE_UNIFIED_MEMORY=1",
+        "LLAMA_ARG_THREADS=8",
+        "WARMSLOT_API_KEY=sk-warmslot-secret",
+        "OPENAI_API_KEY=sk-openai",
+        "AWS_SECRET_ACCESS_KEY=aws",
+        "GITHUB_TOKEN=ghp",
+        "PATHOLOGICAL=1",  // a prefix of an allowed name is not that name
+        "LC_=x",           // a prefix alone is not a name with it
+        "noequals",
+        "=C:=C:\\x",
+    };
+    auto b = make({"llama-server"});
+    b.env = {{"CUDA_VISIBLE_DEVICES", "1"}, {"HF_TOKEN", "hf"}};
+    const std::vector<std::string> expected = {
+        "PATH=/usr/bin:/bin",
+        "HOME=/var/lib/warmslot",
+        "LANG=C.UTF-8",
+        "LC_ALL=C.UTF-8",
+        "TZ=UTC",
+        "LD_LIBRARY_PATH=/opt/cuda/lib64",
+        "HIP_VISIBLE_DEVICES=0",
+        "ROCR_VISIBLE_DEVICES=0",
+        "GGML_CUDA_ENABLE_UNIFIED_MEMORY=1",
+        "LLAMA_ARG_THREADS=8",
+        "CUDA_VISIBLE_DEVICES=1",
+        "HF_TOKEN=hf",
+    };
+    CHECK(warmslot::app::supervised_env(b, parent, false) == expected);
+}
+
+TEST_CASE("supervised env: Windows names ignore case") {
+    using warmslot::app::passes_to_backend;
+    CHECK(passes_to_backend("SystemRoot", true));
+    CHECK(passes_to_backend("Path", true));
+    CHECK(passes_to_backend("ProgramFiles(x86)", true));
+    CHECK(passes_to_backend("cuda_path", true));
+    CHECK_FALSE(passes_to_backend("SystemRoot", false));
+    CHECK_FALSE(passes_to_backend("Path", false));
+    CHECK_FALSE(passes_to_backend("USERDOMAIN", true));
+    auto b = make({"llama-server.exe"});
+    b.env = {{"path", "C:\\llama"}};
+    CHECK(warmslot::app::supervised_env(b, {"Path=C:\\Windows", "SystemRoot=C:\\Windows"}, true) ==
+          std::vector<std::string>{"SystemRoot=C:\\Windows", "path=C:\\llama"});
+}

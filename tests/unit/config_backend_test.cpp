@@ -90,6 +90,26 @@ TEST_CASE("config: every supervision key set") {
           milliseconds{0});
 }
 
+TEST_CASE("config: env of a command backend, in file order, ${NAME} from the environment") {
+    const cfg::config c = parse(
+        "backends:\n"
+        "  - name: a\n"
+        "    command: [llama-server]\n"
+        "    env:\n"
+        "      CUDA_VISIBLE_DEVICES: \"1\"\n"
+        "      GGML_CUDA_NO_PINNED: 1\n"
+        "      HF_TOKEN: ${HF_TOKEN}\n"
+        "      EMPTY: \"\"\n",
+        {{"HOME", "/home/u"}, {"HF_TOKEN", "hf_secret"}});
+    using kv = std::pair<std::string, std::string>;
+    CHECK(c.backends[0].env == std::vector<kv>{{"CUDA_VISIBLE_DEVICES", "1"},
+                                               {"GGML_CUDA_NO_PINNED", "1"},
+                                               {"HF_TOKEN", "hf_secret"},
+                                               {"EMPTY", ""}});
+    CHECK(parse("backends:\n  - {name: a, command: [s], env: }\n").backends[0].env.empty());
+    CHECK(parse("backends:\n  - {name: a, command: [s]}\n").backends[0].env.empty());
+}
+
 TEST_CASE("config: cache.dir defaults from the environment") {
     const std::string yaml = "backends:\n  - {name: b1, command: [llama-server]}\n";
     struct env_case {
@@ -159,7 +179,23 @@ TEST_CASE("config: command backends are validated") {
          "backends[0].restart_backoff_max", 4, "at most 24h"},
         {head + "    command: [s]\n    restart: always\n", "backends[0].restart", 4,
          "unknown key; expected one of: name, url, command, models, slot_save_path, start, "
-         "idle_stop, start_timeout, restart_backoff_max"},
+         "idle_stop, start_timeout, restart_backoff_max, env"},
+        {head + "    url: http://h:1\n    env: {CUDA_VISIBLE_DEVICES: \"0\"}\n", "backends[0].env", 4,
+         "only applies to a backend with command"},
+        {head + "    command: [s]\n    env: [A=1]\n", "backends[0].env", 4,
+         "expected a map of variable names to values, found a list"},
+        {head + "    command: [s]\n    env:\n      CUDA_VISIBLE_DEVICES: [0]\n",
+         "backends[0].env.CUDA_VISIBLE_DEVICES", 5, "expected a string, found a list"},
+        {head + "    command: [s]\n    env:\n      1GPU: x\n", "backends[0].env.1GPU", 5,
+         "a variable name is 1 to 128 characters"},
+        {head + "    command: [s]\n    env:\n      A-B: x\n", "backends[0].env.A-B", 5,
+         "a variable name"},
+        {head + "    command: [s]\n    env:\n      Ab: x\n      AB: y\n", "backends[0].env.AB", 6,
+         "set twice"},
+        {head + "    command: [s]\n    env:\n      HF_TOKEN: ${UNSET_TOKEN}\n",
+         "backends[0].env.HF_TOKEN", 5, "environment variable UNSET_TOKEN is not set"},
+        {head + "    command: [s]\n    env:\n      HF_TOKEN: x${HOME}\n", "backends[0].env.HF_TOKEN", 5,
+         "malformed environment reference"},
         {head + "    url: http://h:1\n    start: on_demand\n", "backends[0].start", 4,
          "only applies to a backend with command"},
         {head + "    url: http://h:1\n    idle_stop: 5m\n", "backends[0].idle_stop", 4,

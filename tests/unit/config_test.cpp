@@ -540,7 +540,7 @@ TEST_CASE("config: rewrite defaults are off and models override the default bloc
                                 "      delimiters:\n"
                                 "        - begin: '<document[^>]*>'\n"
                                 "          end: '</document>'\n"
-                                "      edit_id: 'id=\"([^\"]+)\"'\n"
+                                "      edit_id: '<document id=\"([^\"]+)\"'\n"
                                 "      max_note_bytes: 8KiB\n");
     CHECK(c.rewrite.memory == 16ull * 1024 * 1024);
     const auto& d = c.rewrite.defaults;
@@ -551,7 +551,7 @@ TEST_CASE("config: rewrite defaults are off and models override the default bloc
     REQUIRE(d.document_delimiters.size() == 1);
     CHECK(d.document_delimiters[0].begin == "<document[^>]*>");
     CHECK(d.document_delimiters[0].end == "</document>");
-    CHECK(d.edit_id == "id=\"([^\"]+)\"");
+    CHECK(d.edit_id == "<document id=\"([^\"]+)\"");  // the example config's
     CHECK(d.max_note_bytes == 8192);
     const auto& q = c.rewrite.for_model("qwen3.5-9b");
     CHECK(q.edits == cfg::edit_mode::append);
@@ -590,6 +590,13 @@ TEST_CASE("config: rewrite is validated strictly") {
          "rewrite.default.documents.delimiters[0].end", 8, "is required"},
         {head + "  default:\n    documents:\n      delimiters:\n        - begin: '<d>'\n          end: '[x'\n",
          "rewrite.default.documents.delimiters[0].end", 9, "invalid regular expression"},
+        // RE2 syntax: lookaround and backreferences (ECMAScript has them) are refused at load.
+        {head + "  default:\n    documents:\n      delimiters:\n        - begin: '<d(?=>)'\n          end: '</d>'\n",
+         "rewrite.default.documents.delimiters[0].begin", 8, "invalid regular expression (RE2 syntax"},
+        {head + "  default:\n    volatile_lines:\n      patterns: ['(?<!x)date']\n",
+         "rewrite.default.volatile_lines.patterns[0]", 7, "no lookahead or lookbehind"},
+        {head + "  default:\n    documents:\n      edit_id: '(a)\\1'\n", "rewrite.default.documents.edit_id", 7,
+         "no backreferences"},
         {head + "  models:\n    q:\n      documents:\n        order: often\n",
          "rewrite.models[\"q\"].documents.order", 8, "expected true or false"},
         {head + "  models:\n    q: {}\n    q: {}\n", "rewrite.models[\"q\"]", 7, "duplicate"},

@@ -111,6 +111,14 @@ TEST_CASE("reload: a supervised backend is its command line and keeps its runnin
     CHECK(plan.next.backends[0].retired);
     CHECK(plan.next.backends[1].port == 0);  // a new process: its port is picked at start
     CHECK(plan.added == std::vector<int>{1});
+
+    // Other variables make another process too; the change line never shows their values.
+    auto env = with({s});
+    env.backends[0].env = {{"HF_TOKEN", "hf_secret_value"}};
+    plan = plan_reload(running, env);
+    REQUIRE(plan.next.backends.size() == 2);
+    CHECK(plan.next.backends[0].retired);
+    for (const auto& line : plan.changes) CHECK(line.find("hf_secret_value") == std::string::npos);
 }
 
 TEST_CASE("reload: active backends leave out retired ones") {

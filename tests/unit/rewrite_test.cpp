@@ -285,6 +285,50 @@ TEST_CASE("rewrite: delimited spans") {
     }
 }
 
+// A client controls the text the patterns run over: a begin tag that never closes, hundreds
+// of KB long, must cost time linear in it and a bounded stack (a backtracking engine recursed
+// once per character and overflowed the stack here).
+TEST_CASE("rewrite: an unclosed delimiter over a long text neither crashes nor matches") {
+    cfg::rewrite_rules settings;
+    settings.document_order = true;
+    settings.edits = cfg::edit_mode::append;
+    settings.edit_id = "<document id=\"([^\"]+)\"";
+    settings.document_delimiters = {{"<document[^>]*>", "</document>"}};
+    const rw::compiled_rules rules(settings);
+    const std::string hostile = "<document " + std::string(200 * 1024, 'a');
+    CHECK(rw::detail::delimited_spans(hostile, rules.delimiters).empty());
+    CHECK(rw::detail::delimited_spans("x " + hostile + "> body </document>", rules.delimiters) ==
+          std::vector<std::pair<std::size_t, std::size_t>>{{2, 2 + hostile.size() + 18}});
+    CHECK(rules.edit_id->first_group("<document id=\"" + std::string(200 * 1024, 'b')).empty());
+
+    cfg::rewrite_settings s;
+    s.defaults = settings;
+    const rw::rewriter r(s);
+    const json body = chat({msg("system", "You are terse."), msg("user", hostile + "\nQ?")});
+    const auto out = r.apply(body, "m");
+    REQUIRE(out.has_value());
+    CHECK(out->body == body);  // nothing delimited, nothing to reorder
+}
+
+TEST_CASE("rewrite: presets match in any case, patterns as written") {
+    cfg::rewrite_rules settings;
+    settings.volatile_presets = {"date"};
+    settings.volatile_patterns = {"^Session: "};
+    const rw::compiled_rules rules(settings);
+    const std::vector<std::pair<std::string, bool>> rows = {
+        {"CURRENT DATE: 2026-11-29", true},
+        {"current date: 2026-11-29", true},
+        {"Session: 42", true},
+        {"SESSION: 42", false},
+        {"The Session: 42", false}};
+    for (const auto& row : rows) {
+        CAPTURE(row.first);
+        std::vector<std::string> taken;
+        rw::take_volatile_lines(row.first + "\n", rules.volatile_lines, taken);
+        CHECK(taken.size() == (row.second ? 1u : 0u));
+    }
+}
+
 TEST_CASE("rewrite: chunks never cut a UTF-8 sequence and an edit changes few of them") {
     for (const bool ja : {false, true}) {
         CAPTURE(ja);
