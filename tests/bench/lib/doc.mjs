@@ -15,8 +15,13 @@ What warmslot's routing saves on real llama-server processes, compared with llam
 under several cache settings. Reproduce with
 
 \`\`\`
-node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent] [--preset tiny|bench] [--arch llama|qwen35] [--write-doc]
+node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent|long] [--preset tiny|bench] [--arch llama|qwen35] [--load N] [--write-doc]
+node tests/bench/routing.mjs --all
 \`\`\`
+
+\`--all\` runs every workload on both models, first idle, then with \`--load 1\`, and writes every
+table (\`long\` runs idle only); it takes about LONG_ALL_MINUTES on a 2-core machine that is
+otherwise lightly used.
 
 \`WARMSLOT_BIN\` points at the warmslot binary to measure (the run copies it first, so a rebuild
 during the run changes nothing); \`--extra-configs\` adds warmslot in front of \`--cache-ram 0\`
@@ -26,8 +31,15 @@ times) go to one JSON file per workload, whose path the command prints.
 Each workload is a request sequence generated from a fixed seed. One run replays the same
 sequence against every configuration, one configuration after the other, on the same machine with
 the same model and fresh server processes, so the ratios between rows of one table were measured
-side by side. Token counts do not depend on machine load; times do, and the machine is shared, so
-each table gives the load average seen during its run.
+side by side. Times depend on machine load, and so do warmslot's token counts (its choices
+depend on timing: which slot it believes busy, learned prefill rates); llama-server's alone do
+not. The machine is shared, so each table gives the load average seen during its run.
+
+- **Load** (\`load=N\` in a table's heading): with \`--load N\` the benchmark starts N processes
+  that each keep a core busy (a busy loop, started before the first configuration and stopped
+  after the last one, also on an error or Ctrl-C), so that every configuration of the table
+  runs on a machine with N cores taken, as users' machines often are. \`load=0\` starts none
+  (other work on the shared machine still shows in the load average).
 
 - **Client**: one request at a time (a sequential client), each \`stream: true\` with
   \`max_tokens: 4\` and \`temperature: 0\`. Sequential requests make every row's prefill work and
@@ -97,8 +109,45 @@ each table gives the load average seen during its run.
 `;
 
 function order(key) {
-  const [arch, preset, workload] = key.split('-');
-  return [arch === 'llama' ? 0 : 1, preset === 'tiny' ? 0 : 1, allWorkloadNames.indexOf(workload)];
+  const [arch, preset, workload, load] = key.split('-');
+  return [arch === 'llama' ? 0 : 1, preset === 'tiny' ? 0 : 1, allWorkloadNames.indexOf(workload),
+    Number((load ?? 'load0').slice(4))];
+}
+
+const summaryRe = /<!-- routing-summary:(\{.*\}) -->/;
+const fmtInt = (n) => (n === undefined || n === null ? '–' : Math.round(n).toLocaleString('en-US'));
+
+// One row per table that carries summary numbers: warmslot's default configuration against
+// llama-server alone and the lower bound, idle and loaded.
+function summaryTable(blocks) {
+  const rows = [...blocks.keys()].sort(compare).map((k) => blocks.get(k).match(summaryRe))
+    .filter(Boolean).map((m) => JSON.parse(m[1]));
+  if (!rows.length) return '';
+  const lines = [
+    '### Summary: warmslot against llama-server alone and the lower bound',
+    '',
+    'Prompt tokens processed by warmslot (its default configuration in front of `llama-server -np 2`, ' +
+    'the median of its replays) against llama-server alone with `-np 2` and its default `--cache-ram`, ' +
+    'llama-server with all its defaults, and the lower bound, from the tables below. The targets: never ' +
+    'more tokens than llama-server alone (both settings; `agent`: in every session), and at most 1.1x the ' +
+    'lower bound (`restart`: 1.05x; `agent` has no lower bound). `load=1`: one core kept busy by the ' +
+    'benchmark during the run.',
+    '',
+    '| workload | model | load | 1-min load average | lower bound | llama-server -np 2 | llama-server, defaults | ' +
+    'warmslot | warmslot x lower bound | warmslot replays | never more than alone | at most the target x lower bound |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|',
+  ];
+  for (const r of rows) {
+    const alone = [r.np2, r.defaults].filter((x) => x !== undefined && x !== null);
+    const never = r.neverMore ?? alone.every((a) => r.ws <= a);
+    const x = r.bound ? r.ws / r.bound : undefined;
+    lines.push(`| ${r.workload} | ${r.arch}${r.preset === 'tiny' ? '' : ` (${r.preset})`} | ${r.load} | ` +
+      `${r.loadavg ? `${r.loadavg[0].toFixed(1)} to ${r.loadavg[1].toFixed(1)}` : ''} | ${fmtInt(r.bound)} | ` +
+      `${fmtInt(r.np2)} | ${fmtInt(r.defaults)} | ${fmtInt(r.ws)} | ${x === undefined ? '–' : `${x.toFixed(2)}x`} | ` +
+      `${r.replays.map(fmtInt).join(', ')} | ${never ? 'PASS' : '**FAIL**'} | ` +
+      `${x === undefined ? '–' : `${x <= r.target ? 'PASS' : '**FAIL**'} (${r.target}x)`} |`);
+  }
+  return `${lines.join('\n')}\n\n`;
 }
 
 function compare(a, b) {
@@ -122,16 +171,18 @@ export function writeDoc(file, sections, ctx) {
     at = text.indexOf(begin);
     stop = text.indexOf(end);
   }
-  const measured = `Measured ${ctx.date} with \`${ctx.command}\` on ${ctx.cores} cores (${ctx.cpu}), ` +
+  const measured = (command) => `Measured ${ctx.date} with \`${command}\`` +
+    (command === ctx.command ? '' : ` (part of \`${ctx.command}\`)`) + ` on ${ctx.cores} cores (${ctx.cpu}), ` +
     `warmslot binary sha256 ${ctx.binSha} (checkout at ${ctx.commit}), llama-server ${ctx.buildInfo}, ` +
     `model \`${ctx.model}\`; ` +
     'all rows of the table in one run, side by side';
   for (const s of sections) {
     const load = s.load ? ` (1-minute load average ${s.load[0].toFixed(1)} to ${s.load[1].toFixed(1)} during the run)` : '';
-    blocks.set(s.key, `${measured}${load}.\n\n${s.text.trimEnd()}\n`);
+    const summary = s.summary ? `<!-- routing-summary:${JSON.stringify(s.summary)} -->\n` : '';
+    blocks.set(s.key, `${measured(s.command ?? ctx.command)}${load}.\n\n${s.text.trimEnd()}\n${summary}`);
   }
   const body = [...blocks.keys()].sort(compare)
     .map((k) => `<!-- routing-run:${k}:begin -->\n${blocks.get(k)}<!-- routing-run:${k}:end -->\n`).join('\n');
-  const section = `${begin}\n${intro}\n${body}${end}`;
+  const section = `${begin}\n${intro}\n${summaryTable(blocks)}${body}${end}`;
   fs.writeFileSync(file, text.slice(0, at) + section + text.slice(stop + end.length));
 }
