@@ -106,6 +106,23 @@ not. The machine is shared, so each table gives the load average seen during its
   its workloads are scaled down (documents of 1,500 to 2,000 tokens, 3 or 4 questions each, 6
   short chats in \`interleaved\`) and are best run one \`--workload\` at a time (\`docqa\`: 3 minutes on
   an idle machine, 9.5 minutes measured under load).
+- **Long document** (\`long\`): one document of about 130,000 tokens (the generated models'
+  context is 131,072 tokens per slot; llama-server runs with \`-np 2 -c 262144\`) and a question,
+  through warmslot with a slot directory on the machine's disk. The first request is a new prefix:
+  warmslot primes a slot with the document and saves it; the prefill time is llama-server's own
+  \`prompt eval time\` of that prime (its log). Then, three times each, llama-server is restarted
+  and the document is asked about again: warmslot restores the file into a slot, with the file's
+  pages still in the page cache (warm) or dropped from it first (cold:
+  \`tests/bench/drop_pages.py\` flushes the file and calls
+  \`posix_fadvise(POSIX_FADV_DONTNEED)\` on it; \`fincore\` checks that nothing stayed). The restore
+  time is llama-server's \`timings.restore_ms\`, which warmslot keeps in its index. Then, with no
+  process of the benchmark running, \`dd bs=1M\` reads the same file three times each cold, warm
+  and with \`iflag=direct\` (past the page cache). Throughput is the file's bytes over those
+  seconds. **Reference**: a llama-server fork with a disk cache built in restores at the device's
+  speed (116,896 tokens on a 27B hybrid model: 163 s of prefill against about 1.9 s warm and 25 s
+  cold from an HDD, 86x and 6.5x less than the prefill); warmslot, which restores through stock
+  llama-server's \`POST /slots/{id}?action=restore\`, should come within a few percent of \`dd\`'s
+  throughput on the same file. Each table says what it measured against that.
 `;
 
 function order(key) {
