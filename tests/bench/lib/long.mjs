@@ -15,14 +15,15 @@
 //      `iflag=direct` (no page cache at all).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startLlama, snapshotFiles } from '../../integration/lib/llama.mjs';
 import { repoRoot, waitFor } from '../../integration/lib/procs.mjs';
 import { startWarmslot } from '../../integration/lib/warmslot.mjs';
-import { makeDocument } from '../../integration/lib/text.mjs';
-import { promptTokensTotal, streamChat } from './client.mjs';
+import { chat, makeDocument } from '../../integration/lib/text.mjs';
+import { promptTokensTotal } from './client.mjs';
 
 // The generated models' context length (tests/models/gen-model.cpp): 131,072 tokens per slot.
 // The document leaves room for the chat template, the question and the answer.
@@ -66,6 +67,47 @@ function ddRun(file, direct) {
   const m = text.match(/(\d+) bytes .* copied, ([\d.]+) s/);
   if (!m) throw new Error(`unexpected dd output: ${text}`);
   return { bytes: Number(m[1]), seconds: Number(m[2]) };
+}
+
+// One streamed chat request, like client.mjs's streamChat but on node:http: fetch gives up
+// after 300 s without response headers, and a prefill of the whole document (no headers until
+// it is done) can take longer on a busy machine. Bounded by `limitMs`.
+function streamChat(url, request, limitMs = 3600000) {
+  const body = JSON.stringify(chat(request.system, request.question, { stream: true }));
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}/v1/chat/completions`, { method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      const out = { route: res.headers['x-warmslot-route'], disk: res.headers['x-warmslot-disk'], timings: undefined,
+        content: undefined };
+      let buffer = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => {
+        buffer += chunk;
+        let end;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const data = buffer.slice(0, end).split('\n').filter((l) => l.startsWith('data:'))
+            .map((l) => l.slice(5).trimStart()).join('\n');
+          buffer = buffer.slice(end + 2);
+          if (!data || data === '[DONE]' || res.statusCode !== 200) continue;
+          const ev = JSON.parse(data);
+          if (ev.error) { req.destroy(new Error(`streamed error from ${url}: ${data}`)); return; }
+          if (out.content === undefined && ev.choices?.[0]?.delta?.content) out.content = performance.now() - t0;
+          if (ev.timings) out.timings = ev.timings;
+        }
+      });
+      res.on('end', () => {
+        if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode} from ${url}: ${buffer.slice(0, 300)}`));
+        out.total = performance.now() - t0;
+        out.ttft = out.content ?? out.total;
+        return out.timings ? resolve(out) : reject(new Error(`no timings in the stream from ${url}`));
+      });
+      res.on('error', reject);
+    });
+    req.setTimeout(limitMs, () => req.destroy(new Error(`no answer from ${url} within ${limitMs} ms`)));
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 async function corrections(ws) {
