@@ -19,9 +19,12 @@ node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agen
 node tests/bench/routing.mjs --all
 \`\`\`
 
-\`--all\` runs every workload on both models, first idle, then with \`--load 1\`, and writes every
-table (\`long\` runs idle only); it takes about LONG_ALL_MINUTES on a 2-core machine that is
-otherwise lightly used.
+\`--all\` runs every workload on both models, each idle and with \`--load 1\` (\`long\` idle only, last),
+and writes every table and the summary as it goes, so an interrupted run keeps what it measured.
+It takes about half an hour on a lightly loaded 2-core machine (estimated from its parts), and
+hours when other work keeps that machine's load average above 10: on 2026-12-01, at 13 to 18,
+\`docqa\` and \`replicas\` together took 19 to 21 minutes per model and load, and \`long\`
+LONG_TIMES.
 
 \`WARMSLOT_BIN\` points at the warmslot binary to measure (the run copies it first, so a rebuild
 during the run changes nothing); \`--extra-configs\` adds warmslot in front of \`--cache-ram 0\`
@@ -122,7 +125,12 @@ not. The machine is shared, so each table gives the load average seen during its
   speed (116,896 tokens on a 27B hybrid model: 163 s of prefill against about 1.9 s warm and 25 s
   cold from an HDD, 86x and 6.5x less than the prefill); warmslot, which restores through stock
   llama-server's \`POST /slots/{id}?action=restore\`, should come within a few percent of \`dd\`'s
-  throughput on the same file. Each table says what it measured against that.
+  throughput on the same file. Each table says what it measured against that. \`restore_ms\` is
+  llama-server's own time for the whole restore (opening and reading the file, copying it into
+  the cache tensors, rebuilding the per-cell metadata), and warmslot adds nothing inside it. After
+  a restart the cache memory it fills is touched for the first time: restoring a 10.8 MB
+  \`qwen35\` file straight into a fresh llama-server took 106 ms the first time and 30 to 40 ms
+  the next times (same slot, file cached, load average 16).
 `;
 
 function order(key) {

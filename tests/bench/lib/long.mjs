@@ -110,6 +110,19 @@ function streamChat(url, request, limitMs = 3600000) {
   });
 }
 
+// /metrics of a llama-server just restarted on the same port: fetch may first pick a pooled
+// keep-alive connection to the stopped process, so a failed read is tried again (bounded).
+async function promptTokens(url) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await promptTokensTotal(url);
+    } catch (e) {
+      if (attempt === 3) throw e;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
 async function corrections(ws) {
   const m = (await (await fetch(`${ws.url}/metrics`)).text()).match(/warmslot_belief_corrections_total (\d+)/);
   return Number(m[1]);
@@ -150,10 +163,10 @@ export async function runLong(opts, model, ctx, say, outDir) {
     await waitFor('warmslot to route', async () => (await (await fetch(`${ws.url}/health`)).json()).backends?.[0]?.routing, 60000);
     loads.push(os.loadavg()[0]);
     say(`long: the document (${fmtInt(s.docBytes)} bytes) and a question through warmslot: prefill and snapshot`);
-    let before = await promptTokensTotal(llama.url);
+    let before = await promptTokens(llama.url);
     const first = await streamChat(ws.url, { system: doc, question: question(1) });
     rec.first = { route: first.route, disk: first.disk, ttft: first.ttft, prompt: first.timings.prompt_n + first.timings.cache_n,
-      computed: (await promptTokensTotal(llama.url)) - before };
+      computed: (await promptTokens(llama.url)) - before };
     rec.prefill = largestPrefill(llama.proc.logFile);
     say(`  ${rec.first.route}, ${rec.first.disk}; TTFT ${secs(first.ttft / 1000)}; prefill ${JSON.stringify(rec.prefill)}`);
     const files = snapshotFiles(llama.saveDir);
@@ -169,9 +182,9 @@ export async function runLong(opts, model, ctx, say, outDir) {
       await waitFor('warmslot to notice the restart', async () => (await corrections(ws)) > seen, 60000);
       const left = mode === 'cold' ? dropPages(rec.file) : resident(rec.file);
       const hitsBefore = indexEntry(llama.saveDir, files[0]).hits;
-      before = await promptTokensTotal(llama.url);
+      before = await promptTokens(llama.url);
       const r = await streamChat(ws.url, { system: doc, question: question(i + 2) });
-      const computed = (await promptTokensTotal(llama.url)) - before;
+      const computed = (await promptTokens(llama.url)) - before;
       const e = indexEntry(llama.saveDir, files[0]);
       if (e.hits !== hitsBefore + 1) throw new Error(`request ${i + 2} did not restore the file: ${r.route}, ${r.disk}`);
       rec.restores.push({ mode, residentBefore: left, ms: e.restoreMs, route: r.route, disk: r.disk, ttft: r.ttft, computed });
