@@ -23,8 +23,8 @@ node tests/bench/routing.mjs --all
 and writes every table and the summary as it goes, so an interrupted run keeps what it measured.
 It takes about half an hour on a lightly loaded 2-core machine (estimated from its parts), and
 hours when other work keeps that machine's load average above 10: on 2026-12-01, at 13 to 18,
-\`docqa\` and \`replicas\` together took 19 to 21 minutes per model and load, and \`long\`
-LONG_TIMES.
+\`docqa\` and \`replicas\` together took 19 to 21 minutes per model and load, and \`long\` 10
+minutes on \`qwen35\` and 14 on \`llama\`, most of it the document's prefill (8 and 12.5 minutes).
 
 \`WARMSLOT_BIN\` points at the warmslot binary to measure (the run copies it first, so a rebuild
 during the run changes nothing); \`--extra-configs\` adds warmslot in front of \`--cache-ram 0\`
@@ -156,7 +156,8 @@ function summaryTable(blocks) {
     'llama-server with all its defaults, and the lower bound, from the tables below. The targets: never ' +
     'more tokens than llama-server alone (both settings; `agent`: in every session), and at most 1.1x the ' +
     'lower bound (`restart`: 1.05x; `agent` has no lower bound). `load=1`: one core kept busy by the ' +
-    'benchmark during the run.',
+    'benchmark during the run. Tables written by a version of the benchmark without this summary are ' +
+    'not in it; rerun them (or `--all`) to add them.',
     '',
     '| workload | model | load | 1-min load average | lower bound | llama-server -np 2 | llama-server, defaults | ' +
     'warmslot | warmslot x lower bound | warmslot replays | never more than alone | at most the target x lower bound |',
@@ -197,7 +198,8 @@ export function writeDoc(file, sections, ctx) {
     stop = text.indexOf(end);
   }
   const measured = (command) => `Measured ${ctx.date} with \`${command}\`` +
-    (command === ctx.command ? '' : ` (part of \`${ctx.command}\`)`) + ` on ${ctx.cores} cores (${ctx.cpu}), ` +
+    (command === ctx.command.replace(/ --write-doc\b/, '') ? '' : ` (part of \`${ctx.command}\`)`) +
+    ` on ${ctx.cores} cores (${ctx.cpu}), ` +
     `warmslot binary sha256 ${ctx.binSha} (checkout at ${ctx.commit}), llama-server ${ctx.buildInfo}, ` +
     `model \`${ctx.model}\`; ` +
     'all rows of the table in one run, side by side';
