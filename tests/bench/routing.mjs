@@ -3,13 +3,17 @@
 // workload a table of prompt tokens processed, time to first token and wall time.
 //
 //   node tests/bench/routing.mjs [--workload NAME]... [--preset tiny|bench] [--arch llama|qwen35]
-//                                [--write-doc] [--out DIR] [--extra-configs] [--warmslot-runs N]
+//                                [--load N] [--all] [--write-doc] [--out DIR] [--extra-configs]
+//                                [--warmslot-runs N]
 //
-//   --workload  interleaved | docqa | replicas | restart | agent (repeatable or comma-separated;
-//               default: all)
+//   --workload  interleaved | docqa | replicas | restart | agent | long (repeatable or
+//               comma-separated; default: all)
 //   --preset    tiny (default; all workloads in a few minutes on 2 cores) | bench (the larger
 //               model, ~220 prompt tokens/s on 2 cores: smaller workloads, run one at a time)
 //   --arch      llama (plain attention, default) | qwen35 (hybrid Gated DeltaNet + attention)
+//   --load N    keep N cores busy with busy-loop processes while the workloads run (default 0)
+//   --all       every workload on both models, idle and with --load N (default 1; `long` idle
+//               only), then --write-doc; --workload still narrows the workloads
 //   --write-doc replace this run's tables in the routing section of docs/benchmarks.md
 //   --out       directory for per-request details (default: a new temporary directory)
 //   --extra-configs  also warmslot in front of --cache-ram 0 servers (no targets; diagnosis)
@@ -31,9 +35,11 @@ import { lowerBound, percentile, promptTokensTotal, streamChat } from './lib/cli
 import { allWorkloadNames, buildWorkload } from './lib/workloads.mjs';
 import { agentReport, buildAgentWorkload, runAgentConfig } from './lib/agent.mjs';
 import { writeDoc } from './lib/doc.mjs';
+import { startLoad } from './lib/load.mjs';
+import { runLong } from './lib/long.mjs';
 
 function usage(code) {
-  const text = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(3, 20)
+  const text = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(3, 24)
     .map((l) => l.replace(/^\/\/ ?/, '')).join('\n');
   (code ? process.stderr : process.stdout).write(`${text}\n`);
   process.exit(code);
@@ -41,7 +47,7 @@ function usage(code) {
 
 function parseArgs(argv) {
   const o = { workloads: [], preset: 'tiny', arch: 'llama', writeDoc: false, out: null, extraConfigs: false,
-    warmslotRuns: 3 };
+    warmslotRuns: 3, load: 0, loadGiven: false, all: false, archGiven: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -52,10 +58,16 @@ function parseArgs(argv) {
     const name = a.split('=')[0];
     if (name === '--workload') o.workloads.push(...value().split(',').filter(Boolean));
     else if (name === '--preset') o.preset = value();
-    else if (name === '--arch') o.arch = value();
+    else if (name === '--arch') { o.arch = value(); o.archGiven = true; }
+    else if (name === '--load') {
+      o.load = Number.parseInt(value(), 10);
+      o.loadGiven = true;
+      if (!(o.load >= 0 && o.load <= 64)) { console.error('routing.mjs: --load needs a number of cores (0 to 64)'); usage(2); }
+    }
     else if (name === '--out') o.out = value();
     else if (name === '--warmslot-runs') o.warmslotRuns = Math.max(1, Number.parseInt(value(), 10) || 1);
     else if (a === '--write-doc') o.writeDoc = true;
+    else if (a === '--all') { o.all = true; o.writeDoc = true; }
     else if (a === '--extra-configs') o.extraConfigs = true;
     else if (a === '-h' || a === '--help') usage(0);
     else { console.error(`routing.mjs: unknown argument ${a}`); usage(2); }
@@ -235,7 +247,7 @@ function report(workload, bound, results, ctx) {
   const docTokens = [...new Set(workload.requests.filter((r) => r.kind === 'doc').map((r) => r.key))]
     .map((k) => bound.per[workload.requests.findIndex((r) => r.key === k)].system);
   const lines = [
-    `### ${workload.name} (${ctx.arch}, ${ctx.preset} preset)`,
+    `### ${workload.name} (${ctx.arch}, ${ctx.preset} preset, load=${ctx.load})`,
     '',
     `${workload.describe}. ${workload.requests.length} requests${chats ? ` (${docs} on documents, ${chats} short chats)` : ''}, ` +
     `sent one at a time. System parts of the documents: ${docTokens.map(fmtInt).join(', ')} tokens. ` +
@@ -272,28 +284,29 @@ function report(workload, bound, results, ctx) {
   return lines.join('\n');
 }
 
-async function main() {
-  const opts = parseArgs(process.argv.slice(2));
-  const outDir = opts.out ?? tempDir('routing-bench');
-  fs.mkdirSync(outDir, { recursive: true });
-  say(`model: generating or finding ${opts.arch} (${opts.preset})`);
+// The line under each table's heading names the command that reruns that table alone.
+function sectionCommand(opts, workload) {
+  return `node tests/bench/routing.mjs --workload ${workload} --arch ${opts.arch}` +
+    (opts.preset !== 'tiny' ? ` --preset ${opts.preset}` : '') + (opts.load ? ` --load ${opts.load}` : '') +
+    (opts.extraConfigs ? ' --extra-configs' : '') + (opts.warmslotRuns !== 3 ? ` --warmslot-runs ${opts.warmslotRuns}` : '');
+}
+
+// The numbers of the summary table at the top of the section (lib/doc.mjs): warmslot's default
+// configuration against llama-server alone and the lower bound.
+function summaryOf(workload, bound, results, opts, load) {
+  const by = Object.fromEntries(results.map((r) => [r.config.id, r]));
+  if (!by.ws) return undefined;
+  return { workload: workload.name, arch: opts.arch, preset: opts.preset, load: opts.load, loadavg: load,
+    bound: bound.total, np2: by.np2?.tokens, defaults: by.defaults?.tokens, ws: by.ws.tokens,
+    replays: by.ws.replays, target: workload.restart ? 1.05 : 1.1 };
+}
+
+// Every workload of one model and one load: the lower bounds on a tokenizer-only server, then
+// each workload's configurations one after the other, with the load generator running.
+async function runSuite(opts, outDir, binInfo) {
+  say(`model: generating or finding ${opts.arch} (${opts.preset})${opts.load ? `; load: ${opts.load} busy cores` : ''}`);
   const model = modelPath(opts.arch, opts.preset);
-  // Every configuration of the run measures the same warmslot: a private copy of the binary,
-  // so a rebuild during the run changes nothing.
-  const bin = warmslotBin();
-  if (!fs.existsSync(bin)) throw new Error(`no warmslot binary at ${bin} (build it, or set WARMSLOT_BIN)`);
-  const binCopy = path.join(tempDir('routing-bin'), 'warmslot');
-  fs.copyFileSync(bin, binCopy);
-  fs.chmodSync(binCopy, 0o755);
-  process.env.WARMSLOT_BIN = binCopy;
-  const binSha = crypto.createHash('sha256').update(fs.readFileSync(binCopy)).digest('hex').slice(0, 12);
-  let commit = 'unknown';
-  try {
-    const git = (...a) => execFileSync('git', ['-C', repoRoot, ...a], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    commit = git('rev-parse', '--short', 'HEAD') + (git('status', '--porcelain', '--', 'proxy') ? ' with local changes in proxy/' : '');
-  } catch { /* not a git checkout */ }
-  say(`warmslot: ${bin} (sha256 ${binSha}), sources at ${commit}`);
-  const workloads = opts.workloads.filter((w) => w !== 'agent')
+  const workloads = opts.workloads.filter((w) => !['agent', 'long'].includes(w))
     .map((w) => buildWorkload(w, opts.preset, { extraConfigs: opts.extraConfigs }));
 
   say('computing the lower bounds on a tokenizer-only server');
@@ -314,63 +327,123 @@ async function main() {
 
   const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) ?? [])[1] ?? os.arch();
   const ctx = {
-    arch: opts.arch, preset: opts.preset, buildInfo, cpu: cpu.trim(), cores: os.availableParallelism?.() ?? os.cpus().length,
-    model: path.basename(model), date: new Date().toISOString().slice(0, 10), commit, binSha,
-    command: `node tests/bench/routing.mjs${process.argv.slice(2).filter((a) => !a.startsWith('--out')).map((a) => ` ${a}`).join('')}`,
+    arch: opts.arch, preset: opts.preset, load: opts.load, buildInfo, cpu: cpu.trim(),
+    cores: os.availableParallelism?.() ?? os.cpus().length,
+    model: path.basename(model), date: new Date().toISOString().slice(0, 10), ...binInfo,
+    command: `node tests/bench/routing.mjs${commandArgs(process.argv.slice(2)).map((a) => ` ${a}`).join('')}`,
   };
   const sections = [];
-  for (const w of workloads) {
-    const bound = bounds[w.name];
-    const results = [];
-    const loads = [];
-    for (const config of w.configs) {
-      // llama-server alone gives the same token counts on every replay; warmslot's choices
-      // depend on timing, so its configurations are replayed several times (median shown).
-      const runs = [];
-      const times = config.warmslot ? opts.warmslotRuns : 1;
-      for (let n = 0; n < times; n++) {
-        say(`${w.name}: ${config.label.replace(/\*\*/g, '')}: ${w.requests.length} requests` +
-          (times > 1 ? ` (replay ${n + 1} of ${times})` : ''));
-        loads.push(os.loadavg()[0]);
-        const r = await runConfig(opts, model, w, config);
-        loads.push(os.loadavg()[0]);
-        for (let i = 0; i < r.records.length; i++) {
-          const expected = bound.per[i].tokens;
-          const got = r.records[i].processed + r.records[i].cached;
-          if (got !== expected) say(`  note: request ${i} had ${got} prompt tokens, the tokenizer said ${expected}`);
+  const generator = startLoad(opts.load);
+  try {
+    for (const w of workloads) {
+      const bound = bounds[w.name];
+      const results = [];
+      const loads = [];
+      for (const config of w.configs) {
+        // llama-server alone gives the same token counts on every replay; warmslot's choices
+        // depend on timing, so its configurations are replayed several times (median shown).
+        const runs = [];
+        const times = config.warmslot ? opts.warmslotRuns : 1;
+        for (let n = 0; n < times; n++) {
+          say(`${w.name}: ${config.label.replace(/\*\*/g, '')}: ${w.requests.length} requests` +
+            (times > 1 ? ` (replay ${n + 1} of ${times})` : ''));
+          loads.push(os.loadavg()[0]);
+          const r = await runConfig(opts, model, w, config);
+          loads.push(os.loadavg()[0]);
+          for (let i = 0; i < r.records.length; i++) {
+            const expected = bound.per[i].tokens;
+            const got = r.records[i].processed + r.records[i].cached;
+            if (got !== expected) say(`  note: request ${i} had ${got} prompt tokens, the tokenizer said ${expected}`);
+          }
+          say(`  ${fmtInt(r.tokens)} prompt tokens (sum of prompt_n ${fmtInt(r.promptN)}), ` +
+            `median TTFT ${fmtMs(percentile(r.ttfts, 0.5))}, wall ${r.wall.toFixed(1)} s` +
+            (r.noContent ? `, ${r.noContent} responses without text (TTFT = end of response)` : '') +
+            (r.warmslotLog ? `; warmslot log ${r.warmslotLog}` : ''));
+          runs.push(r);
         }
-        say(`  ${fmtInt(r.tokens)} prompt tokens (sum of prompt_n ${fmtInt(r.promptN)}), ` +
-          `median TTFT ${fmtMs(percentile(r.ttfts, 0.5))}, wall ${r.wall.toFixed(1)} s` +
-          (r.noContent ? `, ${r.noContent} responses without text (TTFT = end of response)` : '') +
-          (r.warmslotLog ? `; warmslot log ${r.warmslotLog}` : ''));
-        runs.push(r);
+        const sorted = [...runs].sort((a, b) => a.tokens - b.tokens);
+        const chosen = sorted[Math.floor((sorted.length - 1) / 2)];
+        chosen.replays = runs.map((r) => r.tokens);
+        chosen.allRuns = runs;
+        results.push(chosen);
       }
-      const sorted = [...runs].sort((a, b) => a.tokens - b.tokens);
-      const chosen = sorted[Math.floor((sorted.length - 1) / 2)];
-      chosen.replays = runs.map((r) => r.tokens);
-      chosen.allRuns = runs;
-      results.push(chosen);
+      const text = report(w, bound, results, ctx);
+      process.stdout.write(`${text}\n`);
+      const load = [Math.min(...loads), Math.max(...loads)];
+      sections.push({ key: sectionKey(opts, w.name), text, load, command: sectionCommand(opts, w.name),
+        summary: summaryOf(w, bound, results, opts, load) });
+      const detail = path.join(outDir, `${sectionKey(opts, w.name)}.json`);
+      fs.writeFileSync(detail, JSON.stringify({
+        ctx, workload: { name: w.name, describe: w.describe, requests: w.requests.map((r, i) => ({
+          i, kind: r.kind, key: r.key, question: r.question, ...bound.per[i] })) },
+        lowerBound: bound.total,
+        results: results.map((r) => ({ config: r.config, tokens: r.tokens, promptN: r.promptN, perBackend: r.perBackend,
+          wall: r.wall, warmslotLog: r.warmslotLog, args: r.args, records: r.records, replays: r.replays,
+          runs: r.allRuns.map((x) => ({ tokens: x.tokens, perBackend: x.perBackend, wall: x.wall,
+            warmslotLog: x.warmslotLog, records: x.records })) })),
+      }, null, 1));
+      say(`details: ${detail}`);
     }
-    const text = report(w, bound, results, ctx);
-    process.stdout.write(`${text}\n`);
-    sections.push({ key: `${opts.arch}-${opts.preset}-${w.name}`, text, load: [Math.min(...loads), Math.max(...loads)] });
-    const detail = path.join(outDir, `${opts.arch}-${opts.preset}-${w.name}.json`);
-    fs.writeFileSync(detail, JSON.stringify({
-      ctx, workload: { name: w.name, describe: w.describe, requests: w.requests.map((r, i) => ({
-        i, kind: r.kind, key: r.key, question: r.question, ...bound.per[i] })) },
-      lowerBound: bound.total,
-      results: results.map((r) => ({ config: r.config, tokens: r.tokens, promptN: r.promptN, perBackend: r.perBackend,
-        wall: r.wall, warmslotLog: r.warmslotLog, args: r.args, records: r.records, replays: r.replays,
-        runs: r.allRuns.map((x) => ({ tokens: x.tokens, perBackend: x.perBackend, wall: x.wall,
-          warmslotLog: x.warmslotLog, records: x.records })) })),
-    }, null, 1));
-    say(`details: ${detail}`);
+    if (opts.workloads.includes('agent')) sections.push(await agentSection(opts, model, ctx));
+    if (opts.workloads.includes('long')) {
+      const s = await runLong(opts, model, ctx, say, outDir);
+      process.stdout.write(`${s.text}\n`);
+      sections.push({ ...s, key: sectionKey(opts, 'long'), command: sectionCommand(opts, 'long') });
+    }
+  } finally {
+    await generator.stop();
   }
-  if (opts.workloads.includes('agent')) sections.push(await agentSection(opts, model, ctx));
-  if (opts.writeDoc) {
-    const file = path.join(repoRoot, 'docs/benchmarks.md');
-    writeDoc(file, sections, ctx);
-    say(`updated ${file}`);
+  return { sections, ctx };
+}
+
+// The command line without --out and its directory.
+function commandArgs(argv) {
+  return argv.filter((a, i) => !a.startsWith('--out') && argv[i - 1] !== '--out');
+}
+
+const sectionKey = (opts, workload) => `${opts.arch}-${opts.preset}-${workload}${opts.load ? `-load${opts.load}` : ''}`;
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const outDir = opts.out ?? tempDir('routing-bench');
+  fs.mkdirSync(outDir, { recursive: true });
+  // Every configuration of the run measures the same warmslot: a private copy of the binary,
+  // so a rebuild during the run changes nothing.
+  const bin = warmslotBin();
+  if (!fs.existsSync(bin)) throw new Error(`no warmslot binary at ${bin} (build it, or set WARMSLOT_BIN)`);
+  const binCopy = path.join(tempDir('routing-bin'), 'warmslot');
+  fs.copyFileSync(bin, binCopy);
+  fs.chmodSync(binCopy, 0o755);
+  process.env.WARMSLOT_BIN = binCopy;
+  const binSha = crypto.createHash('sha256').update(fs.readFileSync(binCopy)).digest('hex').slice(0, 12);
+  let commit = 'unknown';
+  try {
+    const git = (...a) => execFileSync('git', ['-C', repoRoot, ...a], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    commit = git('rev-parse', '--short', 'HEAD') + (git('status', '--porcelain', '--', 'proxy') ? ' with local changes in proxy/' : '');
+  } catch { /* not a git checkout */ }
+  say(`warmslot: ${bin} (sha256 ${binSha}), sources at ${commit}; details in ${outDir}`);
+
+  // --all: both models, idle and loaded, then `long` (restore against the disk) idle only.
+  const suites = [];
+  const archs = opts.all && !opts.archGiven ? ['qwen35', 'llama'] : [opts.arch];
+  const loads = opts.all ? [0, opts.loadGiven && opts.load ? opts.load : 1] : [opts.load];
+  for (const arch of archs) {
+    for (const load of loads) {
+      const workloads = opts.workloads.filter((w) => !(opts.all && w === 'long'));
+      if (workloads.length) suites.push({ ...opts, arch, load, workloads });
+    }
+  }
+  if (opts.all && opts.workloads.includes('long')) {
+    for (const arch of archs) suites.push({ ...opts, arch, load: 0, workloads: ['long'] });
+  }
+  for (const suite of suites) {
+    const { sections, ctx } = await runSuite(suite, outDir, { commit, binSha });
+    if (opts.writeDoc) {
+      // Written after each model and load, so an interrupted --all keeps what it measured.
+      const file = path.join(repoRoot, 'docs/benchmarks.md');
+      writeDoc(file, sections, ctx);
+      say(`updated ${file}`);
+    }
   }
   say('done');
 }
@@ -389,7 +462,15 @@ async function agentSection(opts, model, ctx) {
   }
   const text = agentReport(w, results, ctx);
   process.stdout.write(`${text}\n`);
-  return { key: `${opts.arch}-${opts.preset}-agent`, text, load: [Math.min(...loads), Math.max(...loads)] };
+  const load = [Math.min(...loads), Math.max(...loads)];
+  const by = Object.fromEntries(results.map((r) => [r.config.id, r]));
+  const total = (r) => r.records.reduce((a, x) => a + x.computed, 0);
+  const perSession = (r) => [...new Set(r.records.map((x) => x.session))]
+    .map((s) => r.records.filter((x) => x.session === s).reduce((a, x) => a + x.computed, 0));
+  const summary = by.ws && by.alone ? { workload: 'agent', arch: opts.arch, preset: opts.preset, load: opts.load,
+    loadavg: load, np2: total(by.alone), ws: total(by.ws), replays: [total(by.ws)],
+    neverMore: perSession(by.ws).every((t, i) => t <= perSession(by.alone)[i]) } : undefined;
+  return { key: sectionKey(opts, 'agent'), text, load, command: sectionCommand(opts, 'agent'), summary };
 }
 
 main().catch((e) => {

@@ -143,7 +143,7 @@ export function agentReport(w, results, ctx) {
   const sessionSum = (r, s) => r.records.filter((x) => x.session === s).reduce((a, x) => a + x.computed, 0);
   const head = Array.from({ length: sessions }, (_, i) => `session ${i + 1}${i + 1 === w.restartBefore + 1 ? ' (after the restart)' : ''}`);
   const lines = [
-    `### agent (${ctx.arch}, ${ctx.preset} preset)`, '', `${w.describe}.`, '',
+    `### agent (${ctx.arch}, ${ctx.preset} preset, load=${ctx.load ?? 0})`, '', `${w.describe}.`, '',
     'Prompt tokens computed by llama-server (its `/metrics`) for the first call of each session, as a share of that ' +
     'call\'s prompt, and for all calls of the session:', '',
     `| configuration | ${head.map((h) => `${h}: first call`).join(' | ')} | ${head.map((h) => `${h}: all calls`).join(' | ')} | wall s |`,

@@ -15,8 +15,16 @@ What warmslot's routing saves on real llama-server processes, compared with llam
 under several cache settings. Reproduce with
 
 \`\`\`
-node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent] [--preset tiny|bench] [--arch llama|qwen35] [--write-doc]
+node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent|long] [--preset tiny|bench] [--arch llama|qwen35] [--load N] [--write-doc]
+node tests/bench/routing.mjs --all
 \`\`\`
+
+\`--all\` runs every workload on both models, each idle and with \`--load 1\` (\`long\` idle only, last),
+and writes every table and the summary as it goes, so an interrupted run keeps what it measured.
+It takes about half an hour on a lightly loaded 2-core machine (estimated from its parts), and
+hours when other work keeps that machine's load average above 10: on 2026-12-01, at 13 to 18,
+\`docqa\` and \`replicas\` together took 19 to 21 minutes per model and load, and \`long\` 10
+minutes on \`qwen35\` and 14 on \`llama\`, most of it the document's prefill (8 and 12.5 minutes).
 
 \`WARMSLOT_BIN\` points at the warmslot binary to measure (the run copies it first, so a rebuild
 during the run changes nothing); \`--extra-configs\` adds warmslot in front of \`--cache-ram 0\`
@@ -26,8 +34,15 @@ times) go to one JSON file per workload, whose path the command prints.
 Each workload is a request sequence generated from a fixed seed. One run replays the same
 sequence against every configuration, one configuration after the other, on the same machine with
 the same model and fresh server processes, so the ratios between rows of one table were measured
-side by side. Token counts do not depend on machine load; times do, and the machine is shared, so
-each table gives the load average seen during its run.
+side by side. Times depend on machine load, and so do warmslot's token counts (its choices
+depend on timing: which slot it believes busy, learned prefill rates); llama-server's alone do
+not. The machine is shared, so each table gives the load average seen during its run.
+
+- **Load** (\`load=N\` in a table's heading): with \`--load N\` the benchmark starts N processes
+  that each keep a core busy (a busy loop, started before the first configuration and stopped
+  after the last one, also on an error or Ctrl-C), so that every configuration of the table
+  runs on a machine with N cores taken, as users' machines often are. \`load=0\` starts none
+  (other work on the shared machine still shows in the load average).
 
 - **Client**: one request at a time (a sequential client), each \`stream: true\` with
   \`max_tokens: 4\` and \`temperature: 0\`. Sequential requests make every row's prefill work and
@@ -94,11 +109,71 @@ each table gives the load average seen during its run.
   its workloads are scaled down (documents of 1,500 to 2,000 tokens, 3 or 4 questions each, 6
   short chats in \`interleaved\`) and are best run one \`--workload\` at a time (\`docqa\`: 3 minutes on
   an idle machine, 9.5 minutes measured under load).
+- **Long document** (\`long\`): one document of about 130,000 tokens (the generated models'
+  context is 131,072 tokens per slot; llama-server runs with \`-np 2 -c 262144\`) and a question,
+  through warmslot with a slot directory on the machine's disk. The first request is a new prefix:
+  warmslot primes a slot with the document and saves it; the prefill time is llama-server's own
+  \`prompt eval time\` of that prime (its log). Then, three times each, llama-server is restarted
+  and the document is asked about again: warmslot restores the file into a slot, with the file's
+  pages still in the page cache (warm) or dropped from it first (cold:
+  \`tests/bench/drop_pages.py\` flushes the file and calls
+  \`posix_fadvise(POSIX_FADV_DONTNEED)\` on it; \`fincore\` checks that nothing stayed). The restore
+  time is llama-server's \`timings.restore_ms\`, which warmslot keeps in its index. Then, with no
+  process of the benchmark running, \`dd bs=1M\` reads the same file three times each cold, warm
+  and with \`iflag=direct\` (past the page cache). Throughput is the file's bytes over those
+  seconds. **Reference**: a llama-server fork with a disk cache built in restores at the device's
+  speed (116,896 tokens on a 27B hybrid model: 163 s of prefill against about 1.9 s warm and 25 s
+  cold from an HDD, 86x and 6.5x less than the prefill); warmslot, which restores through stock
+  llama-server's \`POST /slots/{id}?action=restore\`, should come within a few percent of \`dd\`'s
+  throughput on the same file. Each table says what it measured against that. \`restore_ms\` is
+  llama-server's own time for the whole restore (opening and reading the file, copying it into
+  the cache tensors, rebuilding the per-cell metadata), and warmslot adds nothing inside it. After
+  a restart the cache memory it fills is touched for the first time: restoring a 10.8 MB
+  \`qwen35\` file straight into a fresh llama-server took 106 ms the first time and 30 to 40 ms
+  the next times (same slot, file cached, load average 16).
 `;
 
 function order(key) {
-  const [arch, preset, workload] = key.split('-');
-  return [arch === 'llama' ? 0 : 1, preset === 'tiny' ? 0 : 1, allWorkloadNames.indexOf(workload)];
+  const [arch, preset, workload, load] = key.split('-');
+  return [arch === 'llama' ? 0 : 1, preset === 'tiny' ? 0 : 1, allWorkloadNames.indexOf(workload),
+    Number((load ?? 'load0').slice(4))];
+}
+
+const summaryRe = /<!-- routing-summary:(\{.*\}) -->/;
+const fmtInt = (n) => (n === undefined || n === null ? '–' : Math.round(n).toLocaleString('en-US'));
+
+// One row per table that carries summary numbers: warmslot's default configuration against
+// llama-server alone and the lower bound, idle and loaded.
+function summaryTable(blocks) {
+  const rows = [...blocks.keys()].sort(compare).map((k) => blocks.get(k).match(summaryRe))
+    .filter(Boolean).map((m) => JSON.parse(m[1]));
+  if (!rows.length) return '';
+  const lines = [
+    '### Summary: warmslot against llama-server alone and the lower bound',
+    '',
+    'Prompt tokens processed by warmslot (its default configuration in front of `llama-server -np 2`, ' +
+    'the median of its replays) against llama-server alone with `-np 2` and its default `--cache-ram`, ' +
+    'llama-server with all its defaults, and the lower bound, from the tables below. The targets: never ' +
+    'more tokens than llama-server alone (both settings; `agent`: in every session), and at most 1.1x the ' +
+    'lower bound (`restart`: 1.05x; `agent` has no lower bound). `load=1`: one core kept busy by the ' +
+    'benchmark during the run. Tables written by a version of the benchmark without this summary are ' +
+    'not in it; rerun them (or `--all`) to add them.',
+    '',
+    '| workload | model | load | 1-min load average | lower bound | llama-server -np 2 | llama-server, defaults | ' +
+    'warmslot | warmslot x lower bound | warmslot replays | never more than alone | at most the target x lower bound |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|',
+  ];
+  for (const r of rows) {
+    const alone = [r.np2, r.defaults].filter((x) => x !== undefined && x !== null);
+    const never = r.neverMore ?? alone.every((a) => r.ws <= a);
+    const x = r.bound ? r.ws / r.bound : undefined;
+    lines.push(`| ${r.workload} | ${r.arch}${r.preset === 'tiny' ? '' : ` (${r.preset})`} | ${r.load} | ` +
+      `${r.loadavg ? `${r.loadavg[0].toFixed(1)} to ${r.loadavg[1].toFixed(1)}` : ''} | ${fmtInt(r.bound)} | ` +
+      `${fmtInt(r.np2)} | ${fmtInt(r.defaults)} | ${fmtInt(r.ws)} | ${x === undefined ? '–' : `${x.toFixed(2)}x`} | ` +
+      `${r.replays.map(fmtInt).join(', ')} | ${never ? 'PASS' : '**FAIL**'} | ` +
+      `${x === undefined ? '–' : `${x <= r.target ? 'PASS' : '**FAIL**'} (${r.target}x)`} |`);
+  }
+  return `${lines.join('\n')}\n\n`;
 }
 
 function compare(a, b) {
@@ -122,16 +197,19 @@ export function writeDoc(file, sections, ctx) {
     at = text.indexOf(begin);
     stop = text.indexOf(end);
   }
-  const measured = `Measured ${ctx.date} with \`${ctx.command}\` on ${ctx.cores} cores (${ctx.cpu}), ` +
+  const measured = (command) => `Measured ${ctx.date} with \`${command}\`` +
+    (command === ctx.command.replace(/ --write-doc\b/, '') ? '' : ` (part of \`${ctx.command}\`)`) +
+    ` on ${ctx.cores} cores (${ctx.cpu}), ` +
     `warmslot binary sha256 ${ctx.binSha} (checkout at ${ctx.commit}), llama-server ${ctx.buildInfo}, ` +
     `model \`${ctx.model}\`; ` +
     'all rows of the table in one run, side by side';
   for (const s of sections) {
     const load = s.load ? ` (1-minute load average ${s.load[0].toFixed(1)} to ${s.load[1].toFixed(1)} during the run)` : '';
-    blocks.set(s.key, `${measured}${load}.\n\n${s.text.trimEnd()}\n`);
+    const summary = s.summary ? `<!-- routing-summary:${JSON.stringify(s.summary)} -->\n` : '';
+    blocks.set(s.key, `${measured(s.command ?? ctx.command)}${load}.\n\n${s.text.trimEnd()}\n${summary}`);
   }
   const body = [...blocks.keys()].sort(compare)
     .map((k) => `<!-- routing-run:${k}:begin -->\n${blocks.get(k)}<!-- routing-run:${k}:end -->\n`).join('\n');
-  const section = `${begin}\n${intro}\n${body}${end}`;
+  const section = `${begin}\n${intro}\n${summaryTable(blocks)}${body}${end}`;
   fs.writeFileSync(file, text.slice(0, at) + section + text.slice(stop + end.length));
 }

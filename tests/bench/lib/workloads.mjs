@@ -25,8 +25,9 @@ const sizes = {
 const cacheRamLikeDefault = { tiny: 64, bench: 2048 };
 
 export const workloadNames = ['interleaved', 'docqa', 'replicas', 'restart'];
-// With the coding-agent workload, which has its own runner (lib/agent.mjs).
-export const allWorkloadNames = [...workloadNames, 'agent'];
+// With the coding-agent workload and the long-document one, which have their own runners
+// (lib/agent.mjs, lib/long.mjs).
+export const allWorkloadNames = [...workloadNames, 'agent', 'long'];
 
 // The model name the restart workload's requests and warm-ups carry: a warm-up's prefix is
 // keyed by the request's fields, "model" included (api/admin.hpp).
