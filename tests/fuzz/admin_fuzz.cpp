@@ -35,7 +35,8 @@ void check_warm(const nlohmann::json& body) {
     }
     const auto chat = warmslot::api::warm_chat_body(*w, "What changed?");
     (void)chat.dump();
-    const auto fp = warmslot::routing::fingerprint_request(warmslot::routing::request_kind::chat, chat);
+    const auto fp =
+        warmslot::routing::fingerprint_request(warmslot::routing::request_kind::chat, chat);
     check(fp.has_value());
     check(fp->model == w->model);
     check(fp->stable_levels == (w->system.empty() ? 0 : 1) + w->documents.size());

@@ -15,7 +15,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view text(reinterpret_cast<const char*>(data), size);
-    const warmslot::config::env_lookup env = [](const std::string& name) -> std::optional<std::string> {
+    const warmslot::config::env_lookup env =
+        [](const std::string& name) -> std::optional<std::string> {
         if (name == "HOME") return "/home/fuzz";
         return "sk-fuzz-0123456789abcdef0123456789";
     };

@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     const auto space = text.find(' ');
     const auto method = text.substr(0, space);
-    const auto target = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
+    const auto target =
+        space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
 
     const auto path = warmslot::api::path_of(target);
     check(path.data() == target.data());

@@ -66,7 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string dumped = body.dump();
     check_fingerprint(request_kind::chat, body, dumped);
     check_fingerprint(request_kind::completion, body, dumped);
-    for (const auto shape : {warmslot::api::api_shape::responses, warmslot::api::api_shape::messages}) {
+    for (const auto shape :
+         {warmslot::api::api_shape::responses, warmslot::api::api_shape::messages}) {
         const auto view = warmslot::api::to_chat_view(shape, body);
         if (!view) continue;
         const std::string chat = view->body.dump();

@@ -51,7 +51,8 @@ warmslot::config::rewrite_rules all_rules_on(warmslot::config::rewrite_rules r) 
 const books& rules() {
     static const books b = [] {
         const auto cfg = warmslot::config::load_file(
-            WARMSLOT_EXAMPLE_CONFIG, [](const std::string&) { return std::optional<std::string>(); });
+            WARMSLOT_EXAMPLE_CONFIG,
+            [](const std::string&) { return std::optional<std::string>(); });
         const auto& example = cfg.rewrite.for_model("qwen3-8b");
         return books{cfg.rewrite, rw::compiled_rules(example),
                      rw::compiled_rules(all_rules_on(example))};
@@ -88,8 +89,8 @@ void request(const rw::compiled_rules& r, rw::memory& mem, shape s, const json& 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    const auto body = warmslot::api::parse_json(
-        std::string_view(reinterpret_cast<const char*>(data), size));
+    const auto body =
+        warmslot::api::parse_json(std::string_view(reinterpret_cast<const char*>(data), size));
     // The request path answers 400 to any other body before the rules see it.
     if (!body.is_object()) return 0;
     const auto& b = rules();

@@ -38,9 +38,12 @@ std::size_t next_length(std::uint32_t& state) {
     state ^= state >> 17;
     state ^= state << 5;
     switch (state % 8) {
-        case 0: return 0;
-        case 1: return (state >> 3) % 4096;
-        default: return (state >> 3) % 8;
+        case 0:
+            return 0;
+        case 1:
+            return (state >> 3) % 4096;
+        default:
+            return (state >> 3) % 8;
     }
 }
 
@@ -49,9 +52,11 @@ std::size_t next_length(std::uint32_t& state) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size < 5) return 0;
     // Limits of 1..255 bytes make the overflow path reachable; 0 keeps the default (8 MiB).
-    const std::size_t limit = data[0] == 0 ? warmslot::sse::parser::default_max_event_bytes : data[0];
+    const std::size_t limit =
+        data[0] == 0 ? warmslot::sse::parser::default_max_event_bytes : data[0];
     std::uint32_t state = (std::uint32_t{data[1]} << 24 | std::uint32_t{data[2]} << 16 |
-                           std::uint32_t{data[3]} << 8 | data[4]) | 1u;
+                           std::uint32_t{data[3]} << 8 | data[4]) |
+                          1u;
     const std::string_view stream(reinterpret_cast<const char*>(data) + 5, size - 5);
 
     warmslot::sse::parser whole(limit);
