@@ -7,13 +7,15 @@
 set -euo pipefail
 
 packages=(
-  build-essential clang cmake ninja-build git ca-certificates curl pkg-config
+  build-essential clang libclang-rt-14-dev llvm-14 cmake ninja-build git ca-certificates curl pkg-config
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev libmimalloc-dev libre2-dev
   nginx-light sqlite3 ccache
   haproxy iproute2
   debhelper dpkg-dev go-md2man lintian mmdebstrap
 )
+# libclang-rt-14-dev: the ASan, UBSan and libFuzzer runtimes (clang only recommends it);
+# llvm-14: llvm-symbolizer, for file and line in sanitizer reports (tests/sanitizers.sh).
 # haproxy and iproute2 (ip netns): the multi-host setup in deploy/cluster/ and its test.
 # The pinned llama-server and the openai client tests come from npm.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

@@ -7,6 +7,10 @@
 #   WARMSLOT_SKIP_WINDOWS=1 skips that build (the test then reports itself skipped).
 #   cluster.test.mjs starts deploy/cluster/cluster.sh (network namespaces and HAProxy: needs root,
 #   about 15 s); WARMSLOT_SKIP_CLUSTER=1 skips it, as does a run without root or haproxy.
+#   The unit and component tests run again under ASan and UBSan, and every libFuzzer target runs
+#   for a bounded time over its seeds (tests/sanitizers.sh, build dir build-asan, clang; see
+#   docs/testing.md); WARMSLOT_SKIP_SANITIZERS=1 skips that step, WARMSLOT_FUZZ_SECONDS sets the
+#   time per fuzz target (default 10).
 #   Last, the Debian package is built and tested in a clean Debian 12 root
 #   (tests/package/deb-test.sh, as root); WARMSLOT_SKIP_DEB=1 skips it.
 set -euo pipefail
@@ -30,6 +34,11 @@ for arch in llama qwen35 gemma2; do bash tests/models/models.sh "$arch" >/dev/nu
 (cd tests/integration && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 
 ctest --test-dir "$build" --output-on-failure
+if [ "${WARMSLOT_SKIP_SANITIZERS:-0}" != 1 ]; then
+  bash tests/sanitizers.sh
+else
+  echo "tests/sanitizers.sh: skipped (WARMSLOT_SKIP_SANITIZERS=1)"
+fi
 WARMSLOT_BIN="$PWD/$build/proxy/warmslot" node --test --test-concurrency=1 tests/integration/
 
 if [ "${WARMSLOT_SKIP_DEB:-0}" != 1 ]; then

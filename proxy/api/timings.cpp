@@ -41,6 +41,8 @@ known_key classify(std::string_view k) {
     }
 }
 
+bool in_range(double count) { return count > -1e18 && count < 1e18; }
+
 // A field's value as json::value(name, default) would read it. A value of another type reads
 // as the default instead of throwing.
 struct number {
@@ -75,15 +77,11 @@ public:
 
     bool null() override { return assign(number{}); }
     bool boolean(bool v) override { return assign_number(v ? 1 : 0, v ? 1.0 : 0.0); }
-    bool number_integer(number_integer_t v) override {
-        return assign_number(static_cast<long>(v), static_cast<double>(v));
-    }
-    bool number_unsigned(number_unsigned_t v) override {
-        return assign_number(static_cast<long>(v), static_cast<double>(v));
-    }
-    bool number_float(number_float_t v, const string_t&) override {
-        return assign_number(static_cast<long>(v), v);
-    }
+    // A count beyond ±1e18 (the fast scan's bound) is nonsense: it reads as the default, which
+    // keeps the conversion to long and the differences taken later defined.
+    bool number_integer(number_integer_t v) override { return assign_count(v); }
+    bool number_unsigned(number_unsigned_t v) override { return assign_count(v); }
+    bool number_float(number_float_t v, const string_t&) override { return assign_count(v); }
     bool string(string_t&) override { return assign(number{}); }
     bool binary(binary_t&) override { return assign(number{}); }
     bool start_object(std::size_t) override {
@@ -116,6 +114,11 @@ public:
         return true;
     }
     bool other_value() { return assign(number{}); }
+    template <typename T>
+    bool assign_count(T v) {
+        const auto d = static_cast<double>(v);
+        return in_range(d) ? assign_number(static_cast<long>(v), d) : assign(number{});
+    }
     bool assign_number(long l, double d) {
         number n;
         n.assign(l, d);
@@ -348,7 +351,8 @@ bool has_stats_key(std::string_view text) noexcept {
 
 long as_long(const json& object, const char* key) {
     const auto it = object.find(key);
-    return it != object.end() && it->is_number() ? it->get<long>() : 0L;
+    if (it == object.end() || !it->is_number()) return 0L;
+    return in_range(it->get<double>()) ? it->get<long>() : 0L;
 }
 
 // Usage in the Anthropic Messages shape (input_tokens are the computed ones, next to

@@ -10,8 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <system_error>
 #include <utility>
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include "config/address.hpp"
 #include "config/reader.hpp"
@@ -504,11 +508,53 @@ env_lookup process_env() {
     };
 }
 
+namespace {
+
+// Where each document of a text starts. yaml-cpp 0.7 never gets past a ',' where a document's
+// node should start (",", "[a]\n,", "---\n,"): it reports an empty document there again and
+// again, and LoadAll collects them until memory runs out.
+class document_starts final : public YAML::EventHandler {
+  public:
+    std::vector<YAML::Mark> marks;
+    void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+};
+
+// Throws config_error at a document that starts where the one before it did; LoadAll ends on
+// any other text.
+void check_documents_advance(const std::string& text, const std::string& source) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    document_starts starts;
+    while (parser.HandleNextDocument(starts)) {
+        const auto n = starts.marks.size();
+        if (n < 2 || starts.marks[n - 1].pos != starts.marks[n - 2].pos) continue;
+        const auto& at = starts.marks[n - 1];
+        const auto pos = std::min(static_cast<std::size_t>(std::max(at.pos, 0)), text.size());
+        throw config_error(source, std::max(at.line, 0) + 1, "",
+                           "invalid YAML: unexpected '" + text.substr(pos, 1) + "'");
+    }
+}
+
+}  // namespace
+
 config parse(std::string_view yaml_text, std::string_view source, const env_lookup& env) {
     const std::string src(source);
     std::vector<YAML::Node> documents;
     try {
-        documents = YAML::LoadAll(std::string(yaml_text));
+        const std::string text(yaml_text);
+        check_documents_advance(text, src);
+        documents = YAML::LoadAll(text);
     } catch (const YAML::Exception& e) {
         throw config_error(src, e.mark.is_null() ? 0 : e.mark.line + 1, "",
                            "invalid YAML: " + e.msg);

@@ -77,6 +77,7 @@ class stream_hash {
         append(frame, sizeof frame);
     }
     void append(const void* data, std::size_t size) noexcept {
+        if (size == 0) return;  // an empty string's data() may be null: not for memcpy
         if (size > buffer_.size() - used_) {
             flush();
             if (size >= buffer_.size()) {

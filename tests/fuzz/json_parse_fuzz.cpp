@@ -1,8 +1,9 @@
 // libFuzzer target: on every input, parse_json returns exactly what nlohmann::json::parse does
 // (the same DOM, or a discarded value for both), except that a document nested deeper than
-// max_json_depth is discarded. See tests/CMakeLists.txt (WARMSLOT_FUZZ).
+// max_json_depth is discarded. See docs/testing.md.
 //
-//   build-fuzz/tests/json_parse_fuzz -dict=tests/fuzz/json.dict -max_total_time=300
+//   build-asan/tests/json_parse_fuzz -dict=tests/fuzz/json_parse.dict -max_total_time=300
+//       build-asan/fuzz/corpus/json_parse tests/fuzz/seeds/json_parse
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>

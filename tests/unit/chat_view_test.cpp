@@ -287,3 +287,25 @@ TEST_CASE("chat_view: the last cache_control breakpoint before the final user tu
     CHECK_FALSE(v->breakpoint);
     CHECK_FALSE(api::to_chat_view(api::api_shape::responses, {{"input", "q"}})->breakpoint);
 }
+
+TEST_CASE("find_prompt_stats: a count beyond long's range reads as the default") {
+    // Converting 1e300 to long is undefined behaviour: a backend's garbage must not reach it.
+    auto s = api::find_prompt_stats(R"({"timings":{"cache_n":1e300,"prompt_n":5,"predicted_n":-1e19}})");
+    REQUIRE(s);
+    CHECK(s->cached == 0);
+    CHECK(s->processed == 5);
+    CHECK(s->predicted == 0);
+    s = api::find_prompt_stats(R"({"usage":{"prompt_tokens":2.5e18,"completion_tokens":1}})");
+    REQUIRE(s);
+    CHECK(s->processed == 0);
+    // processed = prompt - cached must not overflow either.
+    s = api::find_prompt_stats(
+        R"({"usage":{"prompt_tokens":-9000000000000000000,"prompt_tokens_details":{"cached_tokens":9000000000000000000}}})");
+    REQUIRE(s);
+    CHECK(s->processed == 0);
+    s = api::find_prompt_stats(
+        R"({"usage":{"input_tokens":-9000000000000000000,"input_tokens_details":{"cached_tokens":9e300}}})");
+    REQUIRE(s);
+    CHECK(s->cached == 0);
+    CHECK(s->processed == 0);
+}

@@ -363,3 +363,15 @@ TEST_CASE("fingerprint values are pinned for the format version") {
         CHECK(got == r.hashes);
     }
 }
+
+TEST_CASE("empty fields and texts hash without handing memcpy a null pointer") {
+    // Every message hashes empty field markers, and an empty std::string_view's data() is null:
+    // UBSan (tests/sanitizers.sh) fails this test if the hash passes that pointer on.
+    const json body = {{"model", ""},
+                       {"messages", {{{"role", "user"}, {"content", ""}},
+                                     {{"role", "assistant"}, {"content", json::array()}},
+                                     {{"role", "user"}, {"content", "q"}}}}};
+    const auto fp = chat_fp(body);
+    CHECK(fp.levels.size() == 3);
+    CHECK(fp.levels[0].hash != fp.levels[1].hash);
+}
