@@ -10,20 +10,8 @@ import path from 'node:path';
 import { assertOnlyQuestionComputed, getJson, modelPath, postJson, restartLlama, snapshotFiles, startLlama } from './lib/llama.mjs';
 import { tempDir } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
-import { chat, makeDocument } from './lib/text.mjs';
-
-const settings = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_tokens: 1024\n';
-
-async function ask(ws, system, question) {
-  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(system, question));
-  assert.equal(r.status, 200, JSON.stringify(r.body));
-  return {
-    disk: r.headers.get('x-warmslot-disk') ?? '',
-    route: r.headers.get('x-warmslot-route'),
-    processed: r.body.timings.prompt_n,
-    cached: r.body.timings.cache_n,
-  };
-}
+import { askChat as ask, diskSettings as settings } from './lib/ask.mjs';
+import { makeDocument } from './lib/text.mjs';
 
 for (const arch of ['llama', 'qwen35']) {
   test(`${arch}: a request sent as soon as a restarted backend answers /health gets its prefix restored`, { timeout: 400000 }, async () => {

@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { getJson, postJson, questionTokens, restartLlama, snapshotFiles, startLlama } from './lib/llama.mjs';
-import { waitFor } from './lib/procs.mjs';
+import { sleep, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
 
@@ -29,11 +30,24 @@ async function routed(ws) {
 }
 
 // Forwards every request to `target()` unchanged, except restore calls while `holdRestores` is
-// set: those get no answer until the caller's side closes the connection.
+// set: those get no answer until the caller's side closes the connection; and save calls while
+// `holdSaveAnswers` is set: llama-server gets them (and writes the file), warmslot gets no answer.
 function startRelay(target) {
   const held = new Set();
-  const relay = { holdRestores: false, restoresHeld: 0 };
+  const relay = { holdRestores: false, restoresHeld: 0, holdSaveAnswers: false, saveAnswersHeld: 0 };
   const server = http.createServer((req, res) => {
+    if (relay.holdSaveAnswers && /[?&]action=save/.test(req.url)) {
+      // The save reaches llama-server, which writes its file; its answer never reaches warmslot.
+      held.add(res);
+      res.on('close', () => held.delete(res));
+      const up = http.request(`${target()}${req.url}`, { method: req.method, headers: req.headers }, (r) => {
+        r.resume();
+        r.on('end', () => { relay.saveAnswersHeld++; });
+      });
+      up.on('error', () => res.destroy());
+      req.pipe(up);
+      return;
+    }
     if (relay.holdRestores && /[?&]action=restore/.test(req.url)) {
       relay.restoresHeld++;
       held.add(res);
@@ -160,3 +174,55 @@ for (const arch of ['llama', 'qwen35']) {
     }
   });
 }
+
+function indexRows(dir) {
+  const out = execFileSync('sqlite3', ['-separator', ' ', path.join(dir, 'warmslot-index.sqlite'),
+    'SELECT file, bytes FROM snapshots ORDER BY file;'], { encoding: 'utf8' });
+  return out.trim().split('\n').filter(Boolean).map((l) => { const [file, bytes] = l.split(' '); return { file, bytes: Number(bytes) }; });
+}
+
+// The crash window of a save: llama-server has written the slot file, warmslot has not heard back
+// (so it has not indexed it) when it is killed. The relay proves the kill fell inside the save.
+test('warmslot killed inside a save (file written, answer not yet read) restarts with a consistent index and serves the prefix', { timeout: 300000 }, async () => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
+  const relay = await startRelay(() => llama.url);
+  const backends = [{ name: 'b', url: relay.url, slotSaveDir: llama.saveDir }];
+  try {
+    const ws = await startWarmslot({ backends, extra: settings });
+    await routed(ws);
+    const filesBefore = snapshotFiles(llama.saveDir).length;
+    relay.holdSaveAnswers = true;
+    const doc = makeDocument(710, 6000);
+    const pending = postJson(`${ws.url}/v1/chat/completions`, chat(doc, 'Q1?')).catch(() => null);
+    await waitFor('llama-server to have answered a save that warmslot is still waiting for',
+      () => relay.saveAnswersHeld > 0, 120000, 20);
+    assert.ok(snapshotFiles(llama.saveDir).length > filesBefore, 'the save wrote its file');
+    await ws.proc.stop('SIGKILL');
+    assert.equal(relay.saveAnswersHeld, 1, 'killed inside the first save');
+    await pending;
+    relay.holdSaveAnswers = false;
+    await waitFor('llama-server to be idle', async () =>
+      !(await getJson(`${llama.url}/slots`)).body.some((s) => s.is_processing), 30000);
+    await sleep(100);
+
+    const again = await startWarmslot({ backends, extra: settings });
+    try {
+      await routed(again);
+      const rows = indexRows(llama.saveDir);
+      assert.deepEqual(rows.map((r) => r.file), snapshotFiles(llama.saveDir).sort(),
+        'every row has its file and every file a row');
+      for (const r of rows) assert.equal(fs.statSync(path.join(llama.saveDir, r.file)).size, r.bytes);
+      // The same prefix is served again, snapshotted anew (the unindexed file was not trusted).
+      const r = await postJson(`${again.url}/v1/chat/completions`, chat(doc, 'Q2?'));
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      const after = indexRows(llama.saveDir);
+      assert.deepEqual(after.map((x) => x.file), snapshotFiles(llama.saveDir).sort());
+      assert.ok(after.length >= 1, 'the prefix is on disk and indexed after the restart');
+    } finally {
+      await again.stop();
+    }
+  } finally {
+    await relay.stop();
+    await llama.stop();
+  }
+});

@@ -8,20 +8,8 @@ import path from 'node:path';
 import { assertOnlyQuestionComputed, getJson, postJson, restartLlama, snapshotFiles, startLlama } from './lib/llama.mjs';
 import { sleep, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
+import { askChat as ask, diskSettings as settings } from './lib/ask.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
-
-const settings = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_tokens: 1024\n';
-
-async function ask(ws, system, question) {
-  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(system, question));
-  assert.equal(r.status, 200, JSON.stringify(r.body));
-  return {
-    disk: r.headers.get('x-warmslot-disk') ?? '',
-    route: r.headers.get('x-warmslot-route'),
-    processed: r.body.timings.prompt_n,
-    cached: r.body.timings.cache_n,
-  };
-}
 
 async function routed(ws) {
   await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
