@@ -1,8 +1,13 @@
-// Requests a service meets: bodies built to exhaust the stack, and a burst of streams followed
-// by more requests on the connections the burst left behind.
+// Requests a service meets: bodies built to exhaust the stack, a burst of streams followed by
+// more requests on the connections the burst left behind, and a backend whose /props answer has
+// fields of the wrong type (a relay rewrites a real llama-server's answer: no real server sends
+// one on demand).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { postJson, startLlama } from './lib/llama.mjs';
+import fs from 'node:fs';
+import http from 'node:http';
+import { getJson, postJson, startLlama } from './lib/llama.mjs';
+import { waitFor } from './lib/procs.mjs';
 import { readSse, startWarmslot } from './lib/warmslot.mjs';
 import { chat } from './lib/text.mjs';
 
@@ -55,6 +60,61 @@ test('a burst of 64 streams on a 4-slot server, then 20 requests one after anoth
     }
   } finally {
     await ws.stop();
+    await llama.stop();
+  }
+});
+
+// Passes everything to `target` unchanged, except /props while `corrupt` is set: then
+// total_slots is a string and n_ctx an object.
+function propsRelay(target) {
+  const relay = { corrupt: true, corrupted: 0 };
+  const server = http.createServer((req, res) => {
+    const up = http.request(`${target}${req.url}`, { method: req.method, headers: req.headers }, (r) => {
+      if (!(relay.corrupt && req.url.startsWith('/props'))) {
+        res.writeHead(r.statusCode, r.headers);
+        r.pipe(res);
+        return;
+      }
+      const parts = [];
+      r.on('data', (d) => parts.push(d));
+      r.on('end', () => {
+        const props = JSON.parse(Buffer.concat(parts).toString('utf8'));
+        props.total_slots = String(props.total_slots);
+        if (props.default_generation_settings) props.default_generation_settings.n_ctx = { n: 1 };
+        relay.corrupted++;
+        const body = JSON.stringify(props);
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      });
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
+    relay.url = `http://127.0.0.1:${server.address().port}`;
+    relay.stop = () => new Promise((done) => { server.closeAllConnections(); server.close(() => done()); });
+    resolve(relay);
+  }));
+}
+
+test('a /props answer with fields of the wrong type is logged, and the backend is routed once its answers are right again', { timeout: 120000 }, async () => {
+  const llama = await startLlama({ slots: 2, ctx: 4096 });
+  const relay = await propsRelay(llama.url);
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: relay.url }], extra: 'routing:\n  reconcile_interval: 100ms\n' });
+  try {
+    await waitFor('warmslot to read the wrong /props twice', () => relay.corrupted >= 2, 30000, 20);
+    const health = await getJson(`${ws.url}/health`);
+    assert.ok(!health.body.backends?.[0]?.routing, `no routing on a backend it cannot read: ${JSON.stringify(health.body)}`);
+    // Requests are still served (unpinned) meanwhile.
+    const r = await postJson(`${ws.url}/v1/chat/completions`, chat('You are brief.', 'Hi?', { max_tokens: 4 }));
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    relay.corrupt = false;
+    await waitFor('routing once /props reads right', async () =>
+      (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    assert.match(fs.readFileSync(ws.logFile, 'utf8'), /props/i, 'the bad answer is logged');
+  } finally {
+    await ws.stop();
+    await relay.stop();
     await llama.stop();
   }
 });
