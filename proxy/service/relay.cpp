@@ -310,10 +310,13 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         const auto event = api::sse_error_event(
             *out.error, "the backend failed during the stream: " + rec.message(), out.cls.ep.dialect);
         out.stats = stats.stats;
+        // Built before the co_await: g++ 12 mishandles temporaries of a conditional expression
+        // inside a co_await (they are destroyed twice).
+        std::string tail;
+        if (chunked) tail = last_chunk(out.stats, out.disk.primed);
         ex.client->expires_after(cfg.timeouts.stream_idle);
-        const auto wec = co_await write_out(*ex.client, {}, chunked, event.data(), event.size(),
-                                            chunked ? last_chunk(out.stats, out.disk.primed)
-                                                    : std::string());
+        const auto wec =
+            co_await write_out(*ex.client, {}, chunked, event.data(), event.size(), tail);
         if (wec) ex.keep_alive = false;
     }
     st.upstream_reusable = !rec && p.is_done() && p.keep_alive();
