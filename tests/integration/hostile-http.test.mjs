@@ -133,20 +133,28 @@ test('SIGTERM closes idle kept-alive connections at once, lets a running stream 
     const res = await fetch(`${ws.url}/v1/chat/completions`, { method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(chat('You are long-winded.', 'Tell a long story.',
-        { stream: true, max_tokens: 120, ignore_eos: true })) });
+        { stream: true, max_tokens: 2000, ignore_eos: true })) });
     assert.equal(res.status, 200);
+    // The signal goes as soon as the stream's header is here: a long stream (seconds on the
+    // tiny model) is still running when warmslot handles it, even when this client reads late.
+    stopped = ws.proc.stop('SIGTERM', 60000);
     let events = 0;
     let done = false;
     let idleClosedAt = -1;
     const reading = readSse(res, (data) => {
       if (data === '[DONE]') done = true;
       else events++;
-      if (events === 1) stopped = ws.proc.stop('SIGTERM', 60000);
+      if (events === 1) {
+        // While this stream has 2,000 tokens to go, the idle connection must end.
+        return waitFor('the idle connection to be closed', () => idle.ended, 10000, 5)
+          .then(() => { idleClosedAt = events; }, () => {});
+      }
       if (idle.ended && idleClosedAt < 0) idleClosedAt = events;
+      return true;
     });
     await reading;
     assert.ok(done, 'the stream finished');
-    assert.ok(events > 20, `${events} events`);
+    assert.ok(events > 1000, `${events} events`);
     assert.ok(idle.ended, 'the idle connection was closed');
     assert.ok(idleClosedAt >= 0 && idleClosedAt < events, `idle closed at event ${idleClosedAt} of ${events}`);
     const r = await stopped;
