@@ -208,6 +208,13 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
 }
 
 void disk_tier::check(int backend, const disk_action& a, const std::optional<api::prompt_stats>& s) {
+    if (s && a.what == disk_action::kind::none && a.kept_prefix_tokens > 0) {
+        const auto cached = static_cast<std::uint64_t>(std::max(0L, s->cached));
+        const auto processed = static_cast<std::uint64_t>(std::max(0L, s->processed));
+        std::lock_guard lock(mu_);
+        rollbacks_[backend].observe(a.key, a.kept_prefix_tokens, cached + processed, processed);
+        return;
+    }
     if (a.what != disk_action::kind::restored || !s || a.tokens == 0 || !a.judged) return;
     const bool useful =
         cache::restore_was_useful(a.tokens, static_cast<std::uint64_t>(std::max(0L, s->cached)));

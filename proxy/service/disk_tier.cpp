@@ -29,8 +29,12 @@ json parse_ok(const upstream::reply& r) {
 
 std::string describe(const disk_action& a) {
     switch (a.what) {
-        case disk_action::kind::none: return "";
-        case disk_action::kind::restored: return fmt::format("restored {} tokens", a.tokens);
+        case disk_action::kind::none: return a.choice.empty() ? "" : "slot kept: " + a.choice;
+        case disk_action::kind::restored:
+            return a.choice.empty()
+                       ? fmt::format("restored {} tokens", a.tokens)
+                       : fmt::format("restored {} tokens, cheaper than a rollback: {}", a.tokens,
+                                     a.choice);
         case disk_action::kind::snapshotted: return fmt::format("snapshot {} tokens", a.tokens);
         case disk_action::kind::restore_failed:
             return a.file_dropped ? "restore failed, file dropped, recomputed"
@@ -142,9 +146,11 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
     if (!t.p.slot || !enabled_for(t.p.backend)) co_return none;
     auto p = stable_prefix(t.p.backend, fp, body);
     if (!p) co_return none;
+    const bool judged = !(body.contains("cache_prompt") && body["cache_prompt"] == false);
     if (t.p.matched_levels >= p->levels.size()) {  // the slot holds it
         remember(t.p.backend, *t.p.slot, *p);
-        co_return none;
+        if (t.p.matched_levels > p->levels.size() || !holds_more(t, *p)) co_return none;
+        co_return co_await restore_or_keep(pool, t, *p, judged);
     }
     auto* idx = index_for(t.p.backend);
     try {
@@ -161,7 +167,7 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             remember(t.p.backend, *t.p.slot, *p);
             auto a = co_await restore(pool, t, *p, *found);
             a.primed += before.primed;
-            a.judged = !(body.contains("cache_prompt") && body["cache_prompt"] == false);
+            a.judged = judged;
             co_return a;
         }
         lease.release();
@@ -220,6 +226,10 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
         ms = tm->value("restore_ms", 0.0);
     }
     reg_.set_held(t, p.levels, a.tokens);
+    {
+        std::lock_guard lock(mu_);
+        restore_rates_[t.p.backend].observe(s.bytes, ms);
+    }
     co_await on_index(index_ex_, [idx, key = p.key, ms] {
         idx->touch(key, unix_now(), ms);
         return true;

@@ -24,6 +24,7 @@
 #include "cache/disk_policy.hpp"
 #include "cache/index.hpp"
 #include "cache/leases.hpp"
+#include "cache/rollback.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "net/beast.hpp"
@@ -42,6 +43,12 @@ struct disk_action {
     // restore. Part of X-Warmslot-Processed-Tokens, the access line and /metrics.
     std::uint64_t primed = 0;
     bool file_dropped = false;  // restore_failed: llama-server said the file is unusable
+    // The slot held the prefix and more: why its file was restored, or why the slot was kept
+    // for llama-server to roll back to the prefix (cache::choose_restore_or_rollback); "" when
+    // there was no such choice.
+    std::string choice;
+    // Kept: the prefix's tokens, to learn afterwards what the rollback recomputed.
+    std::uint64_t kept_prefix_tokens = 0;
     // The request lets llama-server reuse its prompt (not `cache_prompt: false`): only then does
     // what it reused say whether the restore was useful.
     bool judged = true;
@@ -122,6 +129,11 @@ private:
                                         const nlohmann::json& body);
     awaitable<disk_action> restore(upstream::pool& pool, routing::ticket& t, const prefix& p,
                                    const cache::snapshot& s);
+    // The slot holds p and more: restore p's file, or keep the slot for a rollback, whichever
+    // is expected to cost less (service/disk_rollback.cpp).
+    bool holds_more(const routing::ticket& t, const prefix& p) const;
+    awaitable<disk_action> restore_or_keep(upstream::pool& pool, routing::ticket& t,
+                                           const prefix& p, bool judged);
     // `on_demand`: an explicit save (POST /admin/snapshot, /admin/warm, before a stop), which
     // the backoff after failed saves does not hold back.
     awaitable<disk_action> snapshot(upstream::pool& pool, routing::ticket& t, const prefix& p,
@@ -153,6 +165,8 @@ private:
     std::map<int, cache::restore_judge> judges_;  // per backend: are restores useful there
     std::map<int, cache::save_backoff> save_backoff_;  // per backend: saves after failures
     std::map<int, double> bytes_per_token_;       // per backend: of its last saved file
+    std::map<int, cache::rollback_memory> rollbacks_;  // per backend: what rollbacks recomputed
+    std::map<int, cache::restore_rate> restore_rates_;  // per backend: measured restores
     std::atomic<std::uint64_t> primed_total_{0};
     // Per (backend, slot): the last stable prefix a request brought there, so that it can be
     // saved later (save_valuable). One entry per slot, replaced by the next prefix: memory is

@@ -175,6 +175,56 @@ for (const arch of ['llama', 'qwen35']) {
   });
 }
 
+for (const arch of ['llama', 'qwen35']) {
+  // With `--ctx-checkpoints 0` (set to save memory: a checkpoint of a large hybrid model is
+  // hundreds of MiB) a hybrid slot that holds the document and a first question cannot roll back
+  // to the document's end: llama-server recomputes the whole prompt. warmslot learns that from the
+  // first such question and then restores the document's file instead, so later questions cost
+  // only themselves. A plain transformer rolls back for free: its slot is always kept.
+  test(`${arch}: a slot that holds the document and more is restored from the file when a rollback costs more, and kept when not`, { timeout: 300000 }, async () => {
+    const llama = await startLlama({ arch, slots: 2, ctx: 16384, extra: ['--ctx-checkpoints', '0'] });
+    const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+    try {
+      await routed(ws);
+      const doc = makeDocument(730, 7000);
+      const ask = async (q) => {
+        const before = await llamaMetric(llama, 'prompt_tokens_total');
+        const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q));
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        return { processed: Number(r.headers.get('x-warmslot-processed-tokens')), slot: r.headers.get('x-warmslot-slot'),
+          computed: (await llamaMetric(llama, 'prompt_tokens_total')) - before, disk: r.headers.get('x-warmslot-disk') ?? '' };
+      };
+      const first = await ask('What is on the first line?');
+      assert.match(first.disk, /^snapshot (\d+) tokens/);
+      const docTokens = Number(first.disk.match(/^snapshot (\d+)/)[1]);
+      // The second question finds nothing learned yet: the slot is kept, and says why.
+      const second = await ask('Summarise the third paragraph in one line.');
+      assert.equal(second.slot, first.slot);
+      assert.match(second.disk, /^slot kept: a rollback recomputes ~0 prefix tokens/);
+      assert.equal(second.processed, second.computed);
+      if (arch === 'qwen35') {
+        assert.ok(second.processed > docTokens, `no checkpoint: the whole prompt again (${second.processed})`);
+      }
+      for (const q of ['Which word comes last?', 'How many lines are there?']) {
+        const r = await ask(q);
+        const bound = (await questionTokens(llama.url, q)) + 16;
+        assert.ok(r.processed <= bound, `${q}: processed ${r.processed}, bound ${bound} (${r.disk})`);
+        assert.equal(r.processed, r.computed);
+        if (arch === 'qwen35') {
+          assert.match(r.disk, new RegExp(`^restored ${docTokens} tokens, cheaper than a rollback: a rollback recomputes ~\\d+ prefix tokens`));
+        } else {
+          assert.match(r.disk, /^slot kept: a rollback recomputes ~0 prefix tokens/);
+        }
+      }
+      assert.match(fs.readFileSync(ws.logFile, "utf8"), arch === 'qwen35' ? /holds prefix \w+ \(\d+ tokens\) and more: restoring its file/
+        : /holds prefix \w+ \(\d+ tokens\) and more: kept for a rollback/);
+    } finally {
+      await ws.stop();
+      await llama.stop();
+    }
+  });
+}
+
 function indexRows(dir) {
   const out = execFileSync('sqlite3', ['-separator', ' ', path.join(dir, 'warmslot-index.sqlite'),
     'SELECT file, bytes FROM snapshots ORDER BY file;'], { encoding: 'utf8' });

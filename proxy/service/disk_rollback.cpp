@@ -1,0 +1,59 @@
+// A slot that holds a request's stable prefix and more: keep it for llama-server's rollback, or
+// restore the prefix's file into it first (cache/rollback.hpp says why either can be cheaper).
+#include "service/disk_prefix.hpp"
+
+#include <fmt/format.h>
+
+namespace warmslot::service {
+using namespace disk_detail;
+
+bool disk_tier::holds_more(const routing::ticket& t, const prefix& p) const {
+    const auto views = reg_.snapshot();
+    const auto b = static_cast<std::size_t>(t.p.backend);
+    if (!t.p.slot || b >= views.size()) return false;
+    for (const auto& s : views[b].slots) {
+        if (s.id == *t.p.slot) return s.held.size() > p.levels.size();
+    }
+    return false;
+}
+
+awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing::ticket& t,
+                                                  const prefix& p, bool judged) {
+    disk_action kept;
+    if (!restores_allowed(t.p.backend)) co_return kept;
+    auto* idx = index_for(t.p.backend);
+    // Leased before the lookup, as for any restore: no eviction deletes the file meanwhile.
+    auto lease = leases_.take(p.key);
+    const auto found = co_await on_index(index_ex_, [idx, key = p.key] { return idx->find(key); });
+    if (!found) co_return kept;  // nothing to compare with: llama-server rolls back
+    const auto views = reg_.snapshot();
+    cache::rollback_costs costs;
+    costs.prefill_tokens_per_second =
+        views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second;
+    costs.file_bytes = found->bytes;
+    {
+        std::lock_guard lock(mu_);
+        costs.overshoot_tokens = rollbacks_[t.p.backend].expected_overshoot(p.key, found->tokens);
+        costs.restore_bytes_per_second =
+            restore_rates_[t.p.backend].estimate(found->bytes, found->save_ms);
+    }
+    const auto choice = cache::choose_restore_or_rollback(costs);
+    const auto& name = src_.current()->backends[static_cast<std::size_t>(t.p.backend)].name;
+    log()->info("{} slot {} holds prefix {} ({} tokens) and more: {} ({})", name, *t.p.slot,
+                p.key, found->tokens, choice.restore ? "restoring its file" : "kept for a rollback",
+                choice.why);
+    if (!choice.restore) {
+        kept.choice = choice.why;
+        kept.key = p.key;
+        kept.kept_prefix_tokens = judged ? found->tokens : 0;  // learned from afterwards
+        co_return kept;
+    }
+    const auto before = co_await save_reserved(pool, t, p.key, false);
+    auto a = co_await restore(pool, t, p, *found);
+    a.primed += before.primed;
+    a.judged = judged;
+    if (a.what == disk_action::kind::restored) a.choice = choice.why;
+    co_return a;
+}
+
+}  // namespace warmslot::service
