@@ -179,8 +179,11 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     if (!fp || fp->stable_levels == 0) {
         co_return result(warm_error{api::error_kind::bad_request, "nothing to warm"});
     }
+    // Only backends of this config snapshot are candidates: a reload may grow the registry
+    // before the snapshot it indexes.
+    const auto cfg = src_.current();
     auto t = reg_.reserve(&*fp, reg_.multi_model() ? model : std::string(), fp->total_bytes,
-                          routing::clock::now(), false);
+                          routing::clock::now(), false, cfg->backends.size());
     if (t.p.backend < 0) {
         if (t.p.unknown_model) {
             co_return result(
@@ -189,7 +192,7 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
         }
         co_return result(warm_error{api::error_kind::backend_unavailable, "no backend is healthy"});
     }
-    const std::string name = src_.current()->backends[static_cast<std::size_t>(t.p.backend)].name;
+    const std::string name = cfg->backends[static_cast<std::size_t>(t.p.backend)].name;
     auto refuse = [&](api::error_kind kind, std::string message) {
         if (t.p.slot)
             reg_.release(t);  // nothing ran there: what it holds is still known
