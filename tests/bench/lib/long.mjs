@@ -10,6 +10,8 @@
 //   2. `runs` times each: llama-server restarted on its port and directory, then the document and
 //      another question: warmslot restores the file into a slot (the restore's time is
 //      llama-server's `timings.restore_ms`, which warmslot records in its index);
+//      the request goes once warmslot routes the restarted backend again (its check and slot
+//      probe after a restart done);
 //      "warm": the file's pages still in the page cache; "cold": dropped before the request
 //      (tests/bench/drop_pages.py: fsync, then posix_fadvise DONTNEED; `fincore` checks);
 //   3. warmslot stopped, `runs` times each, warm and cold as in 2: llama-server restarted, then
@@ -42,6 +44,7 @@ const fmtInt = (n) => Math.round(n).toLocaleString('en-US');
 const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
 const rate = (bytes, s) => `${(bytes / s / 1e6).toFixed(0)} MB/s`;
 const secs = (s) => (s >= 10 ? `${s.toFixed(1)} s` : s >= 0.1 ? `${s.toFixed(2)} s` : `${(s * 1000).toFixed(1)} ms`);
+const signed = (s) => `${s < 0 ? '-' : '+'}${secs(Math.abs(s))}`;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
 
 function sh(cmd, args) {
@@ -212,6 +215,11 @@ export async function runLong(opts, model, ctx, say, outDir) {
       await old.stop();
       llama = await startLlama({ arch: opts.arch, model, slots: 2, ctx: contextTokens, slotSaveDir: old.saveDir, port: old.port });
       await waitFor('warmslot to notice the restart', async () => (await corrections(ws)) > seen, 60000);
+      // The same check then probes the restarted backend's slots (two tiny prompts, once per
+      // backend start) and routes to it again: a request sent before would wait for that, which
+      // is not the restore's time.
+      await waitFor('warmslot to route the restarted backend', async () =>
+        (await (await fetch(`${ws.url}/health`)).json()).backends?.[0]?.routing === true, 60000);
       const left = mode === 'cold' ? dropPages(rec.file) : resident(rec.file);
       const hitsBefore = indexEntry(llama.saveDir, files[0]).hits;
       before = await promptTokens(llama.url);
@@ -315,8 +323,8 @@ function longReport(rec, opts, ctx) {
     `llama-server's own restore against \`dd\`: **${(ddWarm / dWarm).toFixed(2)}x** warm, **${(ddCold / dCold).toFixed(2)}x** cold ` +
     `(its \`restore_ms\` directly against through warmslot: ${(dWarm / warm).toFixed(2)}x warm, ${(dCold / cold).toFixed(2)}x cold; ` +
     'warmslot adds nothing inside \`restore_ms\`, so a difference between them is noise). ' +
-    `warmslot's share of the time to first token (through warmslot minus restore POST plus request straight to llama-server): ` +
-    `${secs(Math.abs(share('warm')))}${share('warm') < 0 ? ' less' : ''} warm, ${secs(Math.abs(share('cold')))}${share('cold') < 0 ? ' less' : ''} cold. ` +
+    'warmslot\'s share of the time to first token (through warmslot minus the restore\'s POST plus the request straight to ' +
+    `llama-server): ${signed(share('warm'))} warm, ${signed(share('cold'))} cold. ` +
     `The direct requests computed ${[...new Set(rec.direct.map((r) => r.computed))].join(' or ')} prompt tokens.`,
     '',
     `Restore throughput against the disk's: **${(ddWarm / warm).toFixed(2)}x** of \`dd\` warm, ` +
