@@ -15,7 +15,7 @@ What warmslot's routing saves on real llama-server processes, compared with llam
 under several cache settings. Reproduce with
 
 \`\`\`
-node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent|long] [--preset tiny|bench] [--arch llama|qwen35] [--load N] [--write-doc]
+node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent|long] [--preset tiny|bench] [--arch llama|qwen35] [--load N] [--write-doc] [--long-tokens N]
 node tests/bench/routing.mjs --all
 \`\`\`
 
@@ -144,7 +144,8 @@ not. The machine is shared, so each table gives the load average seen during its
   0.20 s warm, 0.20 s against 0.22 s cold on 32,000 tokens), and the two \`restore_ms\` agree
   (0.96x to 1.15x). Everything else happens inside stock llama-server's
   \`llama_state_seq_load_file\` (\`src/llama-context.cpp\`, \`src/llama-kv-cache.cpp\`), in three
-  parts, the first two of which \`dd\` does not have:
+  parts, the first two of which \`dd\` does not have (neither the slot count, 1, 2 or 4, nor the
+  context per slot, 32,768 or 131,072 tokens, changed a restore's time measurably):
   1. *Fresh memory in a new process.* The restore reads every tensor's bytes into a temporary
      \`std::vector\` (\`llama_io_read_file::read_tensor\`, which zero-fills it on resize) before
      copying them into the cache, and \`apply_ubatch\` allocates two \`std::set\` nodes per token
