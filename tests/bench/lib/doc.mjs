@@ -152,14 +152,16 @@ not. The machine is shared, so each table gives the load average seen during its
      (\`llama_kv_cells::used\` and \`seq_pos\`). The cache itself was zeroed at start-up, but this
      memory is new to a fresh process: glibc's malloc takes it from the kernel page by page,
      and in this VM each 4 KiB page fault costs 15 to 20 µs. 128,000 tokens (133 MB, \`llama\`,
-     file in the page cache) restored into a new llama-server took 333 ms with 11,907 page faults
-     the first time, 363 ms (8,129 faults: glibc had raised its mmap threshold and grew its heap
-     instead) the second, 80 ms (129 faults) the fourth; \`qwen35\` (69 MB): 540 ms first, 118 ms
-     steady. This is what the full-size tables measure (every restore follows a restart), slowed
-     further by their load average of 9 to 16. With \`GLIBC_TUNABLES=glibc.malloc.hugetlb=1\` in
-     llama-server's environment (glibc 2.35 or later, transparent huge pages \`madvise\` or
-     \`always\`) glibc backs that memory with 2 MiB pages: 863 faults and 88 ms the first time for
-     the same \`llama\` file, 89 ms for the \`qwen35\` one. Measured with this benchmark (each row the
+     file in the page cache; a real 16,000-token file with its cells written 8 times, restored four
+     times into one new llama-server: slot 0, slot 0 again, slot 1, slot 1 again) took 333 ms
+     with 11,907 page faults the first time, 363 ms (8,129 faults: glibc had raised its mmap
+     threshold and grew its heap instead) the second, 80 ms (129 faults) the fourth; \`qwen35\`
+     (69 MB, made the same way): 540 ms first, 118 ms steady. This is what the full-size tables
+     measure (every restore follows a restart), slowed further by their load average of 9 to 16.
+     With \`GLIBC_TUNABLES=glibc.malloc.hugetlb=1\` in llama-server's environment (glibc 2.35 or
+     later, transparent huge pages \`madvise\` or \`always\`) glibc backs that memory with 2 MiB
+     pages: 863 faults and 88 ms the first time for the same \`llama\` file, 89 ms for the
+     \`qwen35\` one. Measured with this benchmark (each row the
      median of 3, one run each; the prefill shows the load was alike):
 
      | \`node tests/bench/routing.mjs --workload long --long-tokens 32000\` (33.3 MB file) | as is | \`GLIBC_TUNABLES=glibc.malloc.hugetlb=1\` |
