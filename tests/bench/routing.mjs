@@ -4,7 +4,7 @@
 //
 //   node tests/bench/routing.mjs [--workload NAME]... [--preset tiny|bench] [--arch llama|qwen35]
 //                                [--load N] [--all] [--write-doc] [--out DIR] [--extra-configs]
-//                                [--warmslot-runs N]
+//                                [--warmslot-runs N] [--long-tokens N]
 //
 //   --workload  interleaved | docqa | replicas | restart | agent | long (repeatable or
 //               comma-separated; default: all)
@@ -18,6 +18,9 @@
 //   --out       directory for per-request details (default: a new temporary directory)
 //   --extra-configs  also warmslot in front of --cache-ram 0 servers (no targets; diagnosis)
 //   --warmslot-runs N  replays of each warmslot configuration, the median is shown (default 3)
+//   --long-tokens N  the long workload's document: about N tokens (default 130000, the whole
+//               context); a shorter one runs in minutes, for investigating restores; its tables
+//               are printed only (not with --write-doc or --all)
 //
 // WARMSLOT_BIN selects the warmslot binary (default build/proxy/warmslot). Every process is
 // started on 127.0.0.1 and stopped at the end, also on error. Targets are printed with
@@ -36,10 +39,10 @@ import { allWorkloadNames, buildWorkload } from './lib/workloads.mjs';
 import { agentReport, buildAgentWorkload, runAgentConfig } from './lib/agent.mjs';
 import { writeDoc } from './lib/doc.mjs';
 import { startLoad } from './lib/load.mjs';
-import { runLong } from './lib/long.mjs';
+import { defaultLongTokens, maxLongTokens, runLong } from './lib/long.mjs';
 
 function usage(code) {
-  const text = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(3, 24)
+  const text = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(3, 27)
     .map((l) => l.replace(/^\/\/ ?/, '')).join('\n');
   (code ? process.stderr : process.stdout).write(`${text}\n`);
   process.exit(code);
@@ -47,7 +50,7 @@ function usage(code) {
 
 function parseArgs(argv) {
   const o = { workloads: [], preset: 'tiny', arch: 'llama', writeDoc: false, out: null, extraConfigs: false,
-    warmslotRuns: 3, load: 0, loadGiven: false, all: false, archGiven: false };
+    warmslotRuns: 3, load: 0, loadGiven: false, all: false, archGiven: false, longTokens: defaultLongTokens };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -66,6 +69,14 @@ function parseArgs(argv) {
     }
     else if (name === '--out') o.out = value();
     else if (name === '--warmslot-runs') o.warmslotRuns = Math.max(1, Number.parseInt(value(), 10) || 1);
+    else if (name === '--long-tokens') {
+      const v = value();
+      o.longTokens = /^\d+$/.test(v) ? Number(v) : NaN;
+      if (!(o.longTokens >= 4000 && o.longTokens <= maxLongTokens)) {
+        console.error(`routing.mjs: --long-tokens needs a number of tokens from 4000 to ${maxLongTokens}`);
+        usage(2);
+      }
+    }
     else if (a === '--write-doc') o.writeDoc = true;
     else if (a === '--all') { o.all = true; o.writeDoc = true; }
     else if (a === '--extra-configs') o.extraConfigs = true;
@@ -78,6 +89,11 @@ function parseArgs(argv) {
   }
   if (!['tiny', 'bench'].includes(o.preset)) { console.error(`routing.mjs: unknown preset ${o.preset}`); usage(2); }
   if (!['llama', 'qwen35'].includes(o.arch)) { console.error(`routing.mjs: unknown arch ${o.arch}`); usage(2); }
+  // The documentation's long tables are the whole context's; a shorter document's are printed.
+  if (o.longTokens !== defaultLongTokens && o.writeDoc) {
+    console.error('routing.mjs: --long-tokens is for runs that print their tables: not with --write-doc or --all');
+    usage(2);
+  }
   return o;
 }
 
@@ -288,7 +304,8 @@ function report(workload, bound, results, ctx) {
 function sectionCommand(opts, workload) {
   return `node tests/bench/routing.mjs --workload ${workload} --arch ${opts.arch}` +
     (opts.preset !== 'tiny' ? ` --preset ${opts.preset}` : '') + (opts.load ? ` --load ${opts.load}` : '') +
-    (opts.extraConfigs ? ' --extra-configs' : '') + (opts.warmslotRuns !== 3 ? ` --warmslot-runs ${opts.warmslotRuns}` : '');
+    (opts.extraConfigs ? ' --extra-configs' : '') + (opts.warmslotRuns !== 3 ? ` --warmslot-runs ${opts.warmslotRuns}` : '') +
+    (workload === 'long' && opts.longTokens !== defaultLongTokens ? ` --long-tokens ${opts.longTokens}` : '');
 }
 
 // The numbers of the summary table at the top of the section (lib/doc.mjs): warmslot's default

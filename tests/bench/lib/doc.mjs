@@ -15,7 +15,7 @@ What warmslot's routing saves on real llama-server processes, compared with llam
 under several cache settings. Reproduce with
 
 \`\`\`
-node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent|long] [--preset tiny|bench] [--arch llama|qwen35] [--load N] [--write-doc]
+node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent|long] [--preset tiny|bench] [--arch llama|qwen35] [--load N] [--write-doc] [--long-tokens N]
 node tests/bench/routing.mjs --all
 \`\`\`
 
@@ -110,27 +110,95 @@ not. The machine is shared, so each table gives the load average seen during its
   short chats in \`interleaved\`) and are best run one \`--workload\` at a time (\`docqa\`: 3 minutes on
   an idle machine, 9.5 minutes measured under load).
 - **Long document** (\`long\`): one document of about 130,000 tokens (the generated models'
-  context is 131,072 tokens per slot; llama-server runs with \`-np 2 -c 262144\`) and a question,
-  through warmslot with a slot directory on the machine's disk. The first request is a new prefix:
-  warmslot primes a slot with the document and saves it; the prefill time is llama-server's own
-  \`prompt eval time\` of that prime (its log). Then, three times each, llama-server is restarted
-  and the document is asked about again: warmslot restores the file into a slot, with the file's
-  pages still in the page cache (warm) or dropped from it first (cold:
-  \`tests/bench/drop_pages.py\` flushes the file and calls
+  context is 131,072 tokens per slot; llama-server runs with \`-np 2 -c 262144\` and its default
+  \`-fa auto\`, which turns flash attention on for these CPU runs) and a question, through warmslot
+  with a slot directory on the machine's disk. \`--long-tokens N\` runs it on a document of about N
+  tokens instead (a few minutes for 16,000 to 32,000; such tables are printed, not written here).
+  The first request is a new prefix: warmslot primes a slot with the document and saves it; the
+  prefill time is llama-server's own \`prompt eval time\` of that prime (its log). Then, three
+  times each, llama-server is restarted and the document is asked about again once warmslot
+  routes the restarted backend (its check of the new process and its slot probe, two tiny
+  prompts once per backend start, are done first: they are no part of a restore): warmslot
+  restores the file into a slot, with the file's pages still in the page cache (warm) or dropped
+  from it first (cold: \`tests/bench/drop_pages.py\` flushes the file and calls
   \`posix_fadvise(POSIX_FADV_DONTNEED)\` on it; \`fincore\` checks that nothing stayed). The restore
-  time is llama-server's \`timings.restore_ms\`, which warmslot keeps in its index. Then, with no
-  process of the benchmark running, \`dd bs=1M\` reads the same file three times each cold, warm
-  and with \`iflag=direct\` (past the page cache). Throughput is the file's bytes over those
-  seconds. **Reference**: a llama-server fork with a disk cache built in restores at the device's
-  speed (116,896 tokens on a 27B hybrid model: 163 s of prefill against about 1.9 s warm and 25 s
-  cold from an HDD, 86x and 6.5x less than the prefill); warmslot, which restores through stock
-  llama-server's \`POST /slots/{id}?action=restore\`, should come within a few percent of \`dd\`'s
-  throughput on the same file. Each table says what it measured against that. \`restore_ms\` is
-  llama-server's own time for the whole restore (opening and reading the file, copying it into
-  the cache tensors, rebuilding the per-cell metadata), and warmslot adds nothing inside it. After
-  a restart the cache memory it fills is touched for the first time: restoring a 10.8 MB
-  \`qwen35\` file straight into a fresh llama-server took 106 ms the first time and 30 to 40 ms
-  the next times (same slot, file cached, load average 16).
+  time is llama-server's \`timings.restore_ms\`, which warmslot keeps in its index. Then warmslot
+  is stopped and the same six restarts are repeated without it: \`POST /slots/0?action=restore\`
+  straight to llama-server (its \`restore_ms\` and the POST's wall time), then the same request
+  pinned to slot 0. The rows "restore by llama-server directly" and the two "time to first
+  token" pairs (through warmslot against the direct POST plus the direct request) separate
+  warmslot's share from llama-server's. Then, with no process of the benchmark running,
+  \`dd bs=1M\` reads the same file three times each cold, warm and with \`iflag=direct\` (past the
+  page cache). Throughput is the file's bytes over those seconds. **Reference**: a llama-server
+  fork with a disk cache built in restores at the device's speed (116,896 tokens on a 27B hybrid
+  model: 163 s of prefill against about 1.9 s warm and 25 s cold from an HDD, 86x and 6.5x less
+  than the prefill); warmslot, which restores through stock llama-server's
+  \`POST /slots/{id}?action=restore\`, should come within a few percent of \`dd\`'s throughput on the
+  same file. Each table says what it measured against that. \`restore_ms\` is llama-server's own
+  time for the whole restore (opening and reading the file, copying it into the cache tensors,
+  rebuilding the per-cell metadata), and warmslot adds nothing inside it.
+- **Where a restore's time goes** (measured 2026-12-01 on this 2-core VM, load average 1 to 4,
+  llama-server b1-80fb11a; \`perf record\`/\`perf stat\` on llama-server while it restored, and the
+  direct rows above). warmslot's share is nil within the noise: through it, the time to first
+  token after a restart equals the direct restore's POST plus the direct request (0.20 s against
+  0.20 s warm, 0.20 s against 0.22 s cold on 32,000 tokens), and the two \`restore_ms\` agree
+  (0.96x to 1.15x). Everything else happens inside stock llama-server's
+  \`llama_state_seq_load_file\` (\`src/llama-context.cpp\`, \`src/llama-kv-cache.cpp\`), in three
+  parts, the first two of which \`dd\` does not have (neither the slot count, 1, 2 or 4, nor the
+  context per slot, 32,768 or 131,072 tokens, changed a restore's time measurably):
+  1. *Fresh memory in a new process.* The restore reads every tensor's bytes into a temporary
+     \`std::vector\` (\`llama_io_read_file::read_tensor\`, which zero-fills it on resize) before
+     copying them into the cache, and \`apply_ubatch\` allocates two \`std::set\` nodes per token
+     (\`llama_kv_cells::used\` and \`seq_pos\`). The cache itself was zeroed at start-up, but this
+     memory is new to a fresh process: glibc's malloc takes it from the kernel page by page,
+     and in this VM each 4 KiB page fault costs 15 to 20 µs. 128,000 tokens (133 MB, \`llama\`,
+     file in the page cache; a real 16,000-token file with its cells written 8 times, restored four
+     times into one new llama-server: slot 0, slot 0 again, slot 1, slot 1 again) took 333 ms
+     with 11,907 page faults the first time, 363 ms (8,129 faults: glibc had raised its mmap
+     threshold and grew its heap instead) the second, 80 ms (129 faults) the fourth; \`qwen35\`
+     (69 MB, made the same way): 540 ms first, 118 ms steady. This is what the full-size tables
+     measure (every restore follows a restart), slowed further by their load average of 9 to 16.
+     With \`GLIBC_TUNABLES=glibc.malloc.hugetlb=1\` in llama-server's environment (glibc 2.35 or
+     later, transparent huge pages \`madvise\` or \`always\`) glibc backs that memory with 2 MiB
+     pages: 863 faults and 88 ms the first time for the same \`llama\` file, 89 ms for the
+     \`qwen35\` one. Measured with this benchmark (each row the
+     median of 3, one run each; the prefill shows the load was alike):
+
+     | \`node tests/bench/routing.mjs --workload long --long-tokens 32000\` (33.3 MB file) | as is | \`GLIBC_TUNABLES=glibc.malloc.hugetlb=1\` |
+     |---|---:|---:|
+     | restore through warmslot, warm / cold (\`restore_ms\`) | 64.0 / 69.2 ms | 15.1 / 22.0 ms |
+     | restore by llama-server directly, warm / cold (\`restore_ms\`) | 65.8 / 79.7 ms | 14.9 / 21.2 ms |
+     | \`dd bs=1M\`, warm / cold | 5.7 / 12.0 ms | 6.0 / 12.9 ms |
+     | time to first token after a restart, warm: through warmslot / direct POST plus request | 0.20 / 0.20 s | 0.14 / 0.14 s |
+     | prefill of the document | 5.92 s | 6.02 s |
+
+  2. *Per-token bookkeeping.* For each token \`state_read_meta\` reads its position, sequence count
+     and sequence id (on \`qwen35\` also a 12-byte position extension) with one \`fread\` each, and
+     each \`fread\` goes with an \`ftello\` and an \`ferror\` (\`llama_file::impl::read_raw_unsafe\`);
+     \`apply_ubatch\` then inserts the cell into the two sets, and when the slot held another
+     sequence \`seq_rm\` first erases that one's cells from them. About 0.4 µs per token whatever
+     the model: in steady restores of 128,000 tokens into a slot that held as many (huge pages
+     on, 80 to 117 ms), metadata reads took 23% of the time, set inserts 32%, \`seq_rm\` 16%, the
+     bytes 26%. The tiny models keep only 1,040 (\`llama\`) and 540 (\`qwen35\`) bytes per token,
+     so this part outweighs the bytes several times; a real model keeps some 100 times more per
+     token (128 KiB for an 8B Llama at f16) and it shrinks to a few percent.
+  3. *The bytes*: read into the temporary vector, then copied into the cache tensor (two copies
+     where \`dd\` makes one into a buffer it reuses). With \`-fa off\` the V cache is transposed and
+     every one of its rows is a separate \`read\` and \`ggml_backend_tensor_set\`
+     (\`n_layer x n_embd_v_gqa\` per restore: about 16,000 \`read\` calls for 4,000 tokens of the
+     bench-preset model). On that model (32,784 bytes per token, a 131 MB file of 4,000
+     tokens, where bytes dominate), with huge pages: 13 to 33 ms per restore with flash
+     attention on (32 to 66 ms the first time) and 42 to 50 ms with \`-fa off\`, against 13 to 16 ms
+     for \`dd\` from the page cache; without them 14 to 60 ms and 50 to 170 ms, 60 to 140 ms the
+     first time.
+
+  So on stock llama-server warmslot reaches the device's speed only where bytes per token are
+  large (real models), flash attention is on and llama-server runs with huge pages for malloc;
+  the fixed per-token cost and the second copy can only go away in llama.cpp (one bulk read of
+  the cell metadata, no \`ftello\` per read, reading straight into a host tensor). A file restores
+  only into a server with the same flash-attention setting (the V layout differs): switching it
+  makes llama-server refuse the old files, which warmslot then drops and recomputes once (and a
+  \`command:\` backend whose flag changes gets new file names).
 `;
 
 function order(key) {
