@@ -75,6 +75,13 @@ std::vector<std::string> names_of(const config::config& cfg) {
     return names;
 }
 
+// A one-thread pool whose pending work can be destroyed before its owner's other members.
+class one_thread : public net::thread_pool {
+public:
+    one_thread() : net::thread_pool(1) {}
+    using net::execution_context::shutdown;  // protected in execution_context
+};
+
 // Everything one running warmslot owns, in construction order.
 class runtime {
 public:
@@ -106,8 +113,8 @@ private:
     std::string path_;
     config::source src_;
     http_server::workers workers_;
-    net::thread_pool index_thread_{1};    // SQLite work never runs on an I/O worker
-    net::thread_pool control_{1};         // reloads: file reads, index opens
+    one_thread index_thread_;             // SQLite work never runs on an I/O worker
+    one_thread control_;                  // reloads: file reads, index opens
     routing::registry registry_;
     service::monitor monitor_;
     service::disk_tier disk_;
@@ -164,6 +171,11 @@ int runtime::run(const run_options& options) {
     if (watch_) watch_->stop();
     control_.join();
     index_thread_.join();
+    // Work still pending (a start-up probe or a check cut short by the stop) is destroyed now,
+    // while the registry and the rest it refers to are alive, not by the members' destructors.
+    workers_.shutdown();
+    control_.shutdown();
+    index_thread_.shutdown();
     spdlog::info("stopped");
     return 0;
 }

@@ -155,9 +155,15 @@ awaitable<error_code> write_message(timed_stream& stream,
     co_return ec;
 }
 
+class workers::own_context : public net::io_context {
+public:
+    using net::io_context::io_context;
+    using net::execution_context::shutdown;  // protected in execution_context
+};
+
 workers::workers(std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
-        contexts_.push_back(std::make_unique<net::io_context>(1));
+        contexts_.push_back(std::make_unique<own_context>(1));
         guards_.push_back(std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
             contexts_.back()->get_executor()));
     }
@@ -174,6 +180,14 @@ void workers::start() {
 
 void workers::stop() {
     for (auto& c : contexts_) c->stop();
+}
+
+net::io_context& workers::context(std::size_t i) {
+    return *contexts_[i];
+}
+
+void workers::shutdown() {
+    for (auto& c : contexts_) c->shutdown();
 }
 
 void workers::join() {

@@ -47,12 +47,16 @@ public:
     explicit workers(std::size_t n);
     ~workers();
     std::size_t size() const { return contexts_.size(); }
-    net::io_context& context(std::size_t i) { return *contexts_[i]; }
+    net::io_context& context(std::size_t i);
     void start();     // one thread per io_context
     void join();      // waits for the threads (after stop)
     void stop();      // stops every io_context at once
+    // After join: destroys every pending handler and suspended coroutine frame now, while what
+    // their destructors use (the registry a reservation goes back to, ...) is still alive.
+    void shutdown();
 private:
-    std::vector<std::unique_ptr<net::io_context>> contexts_;
+    class own_context;  // an io_context whose shutdown can be called early
+    std::vector<std::unique_ptr<own_context>> contexts_;
     std::vector<std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>>> guards_;
     std::vector<std::thread> threads_;
 };

@@ -118,3 +118,19 @@ test('a /props answer with fields of the wrong type is logged, and the backend i
     await llama.stop();
   }
 });
+
+// A stop that comes while the start-up probe or a backend check is still under way: the work cut
+// short is destroyed while what it refers to is alive (it once reached a destroyed registry and
+// crashed, about one stop in 40). Each stop lands at another moment of the start.
+test('warmslot stopped at any moment of its start exits cleanly, 30 times', { timeout: 180000 }, async () => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 8192 });
+  try {
+    for (let i = 0; i < 30; i++) {
+      const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url }] });
+      await new Promise((r) => setTimeout(r, (i * 37) % 150));
+      await ws.stop();  // throws unless the exit is clean (code 0)
+    }
+  } finally {
+    await llama.stop();
+  }
+});
