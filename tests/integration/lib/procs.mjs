@@ -14,6 +14,15 @@ function killAll() {
 }
 process.on('exit', killAll);
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { killAll(); process.exit(130); });
+// After the last test of a file: a process that a failed test's cleanup never reached (its
+// `finally` threw before stopping it) would keep this file's process waiting forever.
+if (process.env.NODE_TEST_CONTEXT || process.argv.includes('--test')) {
+  const { after } = await import('node:test');
+  after(() => {
+    if (live.size) console.error(`stopping ${live.size} process(es) left running by a failed test`);
+    killAll();
+  });
+}
 
 export const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
 
