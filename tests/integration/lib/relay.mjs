@@ -15,12 +15,17 @@ export function startRelay(target, { hold = false } = {}) {
   const waiting = [];
   const relay = { hold, held: 0, heldPaths: [], holdRestores: false, restoresHeld: 0,
     holdSaveAnswers: false, saveAnswersHeld: 0 };
+  // An end on one side ends the other, as a direct connection would: a backend that dies in
+  // the middle of an answer cuts the answer, and a caller that leaves cancels the backend's work.
   const forward = (req, res) => {
     const up = http.request(`${target()}${req.url}`, { method: req.method, headers: req.headers }, (r) => {
       res.writeHead(r.statusCode, r.headers);
       r.pipe(res);
+      r.on('error', () => res.destroy());
+      r.on('close', () => { if (!r.complete) res.destroy(); });
     });
     up.on('error', () => res.destroy());
+    res.on('close', () => { if (!res.writableFinished) up.destroy(); });
     req.pipe(up);
   };
   const server = http.createServer((req, res) => {
