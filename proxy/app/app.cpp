@@ -97,6 +97,7 @@ public:
           supervisor_(src_, registry_, control_.get_executor(),
                       [this](int backend) { return save_slots(backend); }) {
         pipeline_.set_starter(&supervisor_);
+        pipeline_.set_refusals(&server_.refusals());
     }
 
     int run(const run_options& options);

@@ -30,6 +30,42 @@ std::shared_ptr<spdlog::logger> log() {
     return logger;
 }
 
+std::shared_ptr<spdlog::logger> access_log() {
+    static auto logger = util::module_logger("access");
+    return logger;
+}
+
+// The client's address as the access line shows it ("-" when the socket no longer has one).
+std::string peer_of(timed_stream& stream) {
+    error_code ec;
+    const auto ep = stream.socket().remote_endpoint(ec);
+    if (ec) return "-";
+    const auto address = ep.address().to_string();
+    return ep.address().is_v6() ? fmt::format("[{}]:{}", address, ep.port())
+                                : fmt::format("{}:{}", address, ep.port());
+}
+
+// A request target as a refusal's access line shows it: a hostile one may be long.
+std::string_view short_target(std::string_view target) {
+    constexpr std::size_t max_target = 200;
+    return target.size() > max_target ? target.substr(0, max_target) : target;
+}
+
+// What warmslot refused, before the answer is written: counted, and one access line in the
+// shape of the others (no header value, no key). `head` is null when the header was not read.
+void note_refusal(refusal_counts& counts, timed_stream& stream, refusal why, api::error_kind kind,
+                  const std::string& id, const http::request_header<>* head,
+                  const config::config& cfg) {
+    counts.add(why);
+    if (!cfg.log.access) return;
+    const std::string_view method = head ? std::string_view(head->method_string()) : "-";
+    const std::string_view target = head ? short_target(head->target()) : "-";
+    access_log()->info("req={} {} {} {} backend=- slot=- route=\"-\" refused={} peer={} error={}",
+                       id.empty() ? "-" : id, method.empty() ? "-" : method,
+                       target.empty() ? "-" : target, api::describe(kind).status, name(why),
+                       peer_of(stream), api::name(kind));
+}
+
 bool expected_end(const error_code& ec) {
     return ec == http::error::end_of_stream || ec == net::error::eof ||
            ec == net::error::connection_reset || ec == beast::error::timeout ||
@@ -83,16 +119,24 @@ awaitable<void> answer_error(timed_stream& stream, api::error_kind kind, std::st
 // The answer to a request header that could not be read, if it deserves one (a client that
 // left or was too slow gets none). Returns whether one was written.
 awaitable<bool> answer_header_error(timed_stream& stream, const error_code& ec,
-                                    const std::string& id, const config::config& cfg) {
+                                    const std::string& id, const config::config& cfg,
+                                    refusal_counts& counts, const http::request_header<>& head) {
     if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+        note_refusal(counts, stream, refusal::headers_too_large,
+                     api::error_kind::headers_too_large, id, nullptr, cfg);
         co_await answer_error(stream, api::error_kind::headers_too_large,
                               "request headers are too large", id, cfg);
     } else if (ec == http::error::body_limit) {  // a declared Content-Length over the limit
+        // The header is whole when its Content-Length is found over the limit.
+        note_refusal(counts, stream, refusal::body_too_large, api::error_kind::payload_too_large,
+                     id, &head, cfg);
         co_await answer_error(stream, api::error_kind::payload_too_large,
             fmt::format("request body is over the limit of {} bytes", cfg.limits.max_body_bytes),
             id, cfg);
     } else if (parse_error(ec)) {
         log()->debug("req={} bad request header: {}", id, ec.message());
+        note_refusal(counts, stream, refusal::bad_request, api::error_kind::bad_request, id,
+                     nullptr, cfg);
         co_await answer_error(stream, api::error_kind::bad_request, "malformed HTTP request", id,
                               cfg);
     } else {
@@ -246,6 +290,7 @@ awaitable<void> server::accept_loop() {
         const std::size_t limit = src_.current()->limits.max_connections;
         if (connections_.load() >= limit) {
             // Over the limit: a 503 the client can act on, unless too many are being answered.
+            refusals_.add(refusal::too_many_connections);
             if (refusing_.load() < max_refusing) {
                 ++refusing_;
                 net::co_spawn(ctx, refuse_connection(std::move(socket), limit), net::detached);
@@ -262,7 +307,15 @@ awaitable<void> server::accept_loop() {
 
 awaitable<void> server::refuse_connection(tcp::socket socket, std::size_t limit) {
     timed_stream stream(std::move(socket));
+    const std::string id = fmt::format("{:x}", next_id_++);
+    const auto cfg = src_.current();
+    if (cfg->log.access) {  // counted by the accept loop, with the connections closed unanswered
+        access_log()->info("req={} - - 503 backend=- slot=- route=\"-\" refused={} peer={} error={}",
+                           id, name(refusal::too_many_connections), peer_of(stream),
+                           api::name(api::error_kind::overloaded));
+    }
     http::response<http::string_body> res{http::status::service_unavailable, 11};
+    res.set("X-Warmslot-Request-Id", id);
     res.set(http::field::content_type, "application/json; charset=utf-8");
     res.set(http::field::retry_after, "1");
     res.keep_alive(false);
@@ -339,9 +392,14 @@ awaitable<server::ending> server::serve_one(timed_stream& stream, beast::flat_bu
         std::tie(ec, std::ignore) = co_await http::async_read_header(stream, buffer, parser, nothrow);
     }
     const std::string id = fmt::format("{:x}", next_id_++);
-    if (ec) co_return co_await answer_header_error(stream, ec, id, *cfg) ? ending::linger
-                                                                          : ending::close;
+    if (ec) {
+        const bool answered =
+            co_await answer_header_error(stream, ec, id, *cfg, refusals_, parser.get());
+        co_return answered ? ending::linger : ending::close;
+    }
     if (too_many_fields(parser.get(), cfg->limits.max_header_count)) {
+        note_refusal(refusals_, stream, refusal::too_many_headers,
+                     api::error_kind::headers_too_large, id, &parser.get(), *cfg);
         co_await answer_error(stream, api::error_kind::headers_too_large,
             fmt::format("request has more than {} header fields", cfg->limits.max_header_count),
             id, *cfg);
@@ -386,17 +444,21 @@ awaitable<std::optional<server::ending>> server::read_body(
     }
     if (!ec) co_return std::nullopt;
     std::optional<api::error_kind> kind;
+    refusal why = refusal::bad_request;
     std::string message;
     if (ec == http::error::body_limit) {
         kind = api::error_kind::payload_too_large;
+        why = refusal::body_too_large;
         message = fmt::format("request body is over the limit of {} bytes",
                               cfg.limits.max_body_bytes);
     } else if (ec == http::error::buffer_overflow) {
         kind = api::error_kind::bad_request;
+        why = refusal::chunk_line_too_long;
         message = fmt::format("a chunk-size line or the trailer section is over the limit of "
                               "{} bytes", buffer.max_size());
     } else if (ec == beast::error::timeout) {
         kind = api::error_kind::request_timeout;
+        why = refusal::body_timeout;
         message = "request body not received in time";
     } else if (parse_error(ec)) {
         kind = api::error_kind::bad_request;
@@ -404,6 +466,7 @@ awaitable<std::optional<server::ending>> server::read_body(
     }
     if (!kind) co_return ending::close;  // the client left
     log()->debug("req={} request body refused: {}", id, ec.message());
+    note_refusal(refusals_, stream, why, *kind, id, &head, cfg);
     co_await answer_error(stream, *kind, std::move(message), id, cfg);
     co_return ending::linger;
 }

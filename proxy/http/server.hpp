@@ -17,6 +17,7 @@
 
 #include "config/config.hpp"
 #include "config/source.hpp"
+#include "http/refusals.hpp"
 #include "net/beast.hpp"
 #include "net/timed_stream.hpp"
 
@@ -84,6 +85,8 @@ public:
 
     std::size_t active_requests() const { return active_requests_.load(); }
     std::size_t connections() const { return connections_.load(); }
+    // Requests refused here (and, for unauthorized, by the handler), by reason. Thread-safe.
+    refusal_counts& refusals() { return refusals_; }
 
     // A connection waiting for the first byte of its next request, on its worker's list (so
     // that a drain can close it). Lives in the connection's coroutine frame.
@@ -123,6 +126,7 @@ private:
     std::atomic<std::uint64_t> next_id_{1};
     std::size_t next_worker_ = 0;
     std::atomic<bool> stopping_{false};
+    refusal_counts refusals_;
     std::vector<idle_link*> idle_;  // per worker: the head of its list; used on that worker
 };
 

@@ -126,6 +126,14 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     counter(text, "warmslot_belief_corrections_total",
             "Slot beliefs corrected from GET /slots or after a backend restart.",
             static_cast<double>(c.corrections));
+    text += "# HELP warmslot_requests_refused_total Requests warmslot refused itself, before any "
+            "backend, by reason.\n"
+            "# TYPE warmslot_requests_refused_total counter\n";
+    for (std::size_t r = 0; r < http_server::refusal_kinds; ++r) {
+        const auto why = static_cast<http_server::refusal>(r);
+        text += fmt::format("warmslot_requests_refused_total{{reason=\"{}\"}} {}\n",
+                            http_server::name(why), refusals_ ? refusals_->count(why) : 0);
+    }
     http::response<http::string_body> res{http::status::ok, 11};
     res.set(http::field::content_type, "text/plain; version=0.0.4");
     res.set("X-Warmslot-Request-Id", ex.id);

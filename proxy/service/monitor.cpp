@@ -70,6 +70,10 @@ void monitor::start() {
 void monitor::check_now(int backend) {
     net::post(ex_, [this, backend] {
         if (backend < 0 || static_cast<std::size_t>(backend) >= state_.size()) return;
+        const auto cfg = src_.current();
+        if (static_cast<std::size_t>(backend) < cfg->backends.size()) {
+            log()->debug("backend {}: a request waits for a check", cfg->backends[backend].name);
+        }
         auto& st = *state_[static_cast<std::size_t>(backend)];
         st.requested = true;
         if (st.timer) st.timer->cancel();

@@ -155,6 +155,9 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
     const auto info = api::describe(kind);
     out.status = info.status;
     out.error = kind;
+    if (kind == api::error_kind::unauthorized && refusals_) {
+        refusals_->add(http_server::refusal::unauthorized);
+    }
     auto ec = co_await http_server::write_json(*ex.client, info.status,
                                                api::error_body(kind, message, out.cls.ep.dialect),
                                                ex.keep_alive,
@@ -174,7 +177,17 @@ void pipeline::log_access(const http_server::exchange& ex, const outcome& out, d
             cache += fmt::format(" (prime={}, request={})", out.disk.primed, request);
     }
     const auto disk = describe(out.disk);
-    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{}{}{} {} bytes={} ms={:.1f}{}{}",
+    // A request refused for its key is a refusal: its line names the client, as the server's do.
+    std::string peer;
+    if (out.error == api::error_kind::unauthorized) {
+        error_code ec;
+        const auto ep = ex.client->socket().remote_endpoint(ec);
+        peer = ec ? " refused=unauthorized peer=-"
+                  : fmt::format(" refused=unauthorized peer={}{}{}:{}",
+                                ep.address().is_v6() ? "[" : "", ep.address().to_string(),
+                                ep.address().is_v6() ? "]" : "", ep.port());
+    }
+    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{}{}{} {} bytes={} ms={:.1f}{}{}{}",
                        ex.id, std::string_view(req.method_string()), std::string_view(req.target()),
                        out.status, out.backend.empty() ? "-" : out.backend,
                        out.slot ? std::to_string(*out.slot) : "-",
@@ -184,7 +197,7 @@ void pipeline::log_access(const http_server::exchange& ex, const outcome& out, d
                        out.rewrites.empty() ? "" : " rewrites=\"" + out.rewrites + "\"", cache,
                        out.bytes_out, ms,
                        out.error ? fmt::format(" error={}", api::name(*out.error)) : "",
-                       out.client_gone ? " client_gone" : "");
+                       out.client_gone ? " client_gone" : "", peer);
 }
 
 }  // namespace warmslot::service

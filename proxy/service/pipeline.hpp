@@ -85,6 +85,9 @@ public:
     // key and carries none that is valid, so it gets 401 whatever its body holds).
     bool admits(const http::request_header<>& head) const;
     void set_starter(starter* s) { starter_ = s; }  // before serving
+    // Where refused requests are counted (the server's counters, shown on /metrics); before
+    // serving. Requests refused for their API key are counted here.
+    void set_refusals(http_server::refusal_counts* r) { refusals_ = r; }
     // A config reload: the rewrite rules of the new snapshot apply to the next requests.
     void reconfigure(const config::config& cfg) { rewriter_.set_rules(cfg.rewrite); }
 
@@ -127,6 +130,7 @@ private:
     routing::registry& reg_;
     disk_tier* disk_;
     starter* starter_ = nullptr;
+    http_server::refusal_counts* refusals_ = nullptr;
     rewrite::rewriter rewriter_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
     std::vector<std::unique_ptr<watch_list>> watches_;    // one per worker

@@ -4,13 +4,14 @@
 //                              [--write-doc]
 //
 //   --requests     streamed chat requests in total (default 1000)
-//   --concurrency  requests in flight at once (default 100)
+//   --concurrency  requests in flight at once (default: all of them)
 //   --kills        kill -9 and restarts of one backend llama-server during the load (default 3)
-//   --max-seconds  the load stops sending new requests after this long (default 240)
+//   --max-seconds  the load stops sending new requests after this long, and a request not
+//                  answered within it is given up (default 240)
 //   --write-doc    replace the chaos section of docs/benchmarks.md with this run's table
 //
 // Not a test: it prints a table of what happened (requests, errors by kind, warmslot's peak RSS,
-// slot files lost, wrong restores, index consistency after a kill -9 of warmslot during saves).
+// slot files lost, wrong restores, index consistency after a kill -9 of warmslot inside a save).
 // Loopback only; every process it starts is stopped. WARMSLOT_BIN (or WARMSLOT_BUILD_DIR) names
 // the warmslot binary.
 import { execFileSync } from 'node:child_process';
@@ -20,12 +21,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { getJson, postJson, startLlama } from '../integration/lib/llama.mjs';
 import { repoRoot, sleep, startProcess, tempDir, waitFor } from '../integration/lib/procs.mjs';
+import { startRelay } from '../integration/lib/relay.mjs';
 import { readSse, warmslotBin, yamlConfig } from '../integration/lib/warmslot.mjs';
 
 const say = (m) => process.stderr.write(`chaos: ${m}\n`);
 
 function parseArgs(argv) {
-  const o = { requests: 1000, concurrency: 100, kills: 3, maxSeconds: 240, writeDoc: false };
+  const o = { requests: 1000, concurrency: null, kills: 3, maxSeconds: 240, writeDoc: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const num = () => {
@@ -34,12 +36,13 @@ function parseArgs(argv) {
       return v;
     };
     if (a === '--requests') o.requests = Math.min(num(), 1000);
-    else if (a === '--concurrency') o.concurrency = Math.max(1, Math.min(num(), 200));
+    else if (a === '--concurrency') o.concurrency = Math.max(1, Math.min(num(), 1000));
     else if (a === '--kills') o.kills = Math.min(num(), 10);
     else if (a === '--max-seconds') o.maxSeconds = Math.min(num(), 900);
     else if (a === '--write-doc') o.writeDoc = true;
     else throw new Error(`unknown argument ${a}`);
   }
+  o.concurrency = Math.min(o.concurrency ?? o.requests, Math.max(1, o.requests));
   return o;
 }
 
@@ -93,10 +96,10 @@ function chatBody(i) {
   };
 }
 
-async function streamed(url, body) {
+async function streamed(url, body, timeoutMs = 120000) {
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
-    signal: AbortSignal.timeout(120000),
+    signal: AbortSignal.timeout(timeoutMs),
   });
   if (res.status !== 200) {
     await res.text().catch(() => '');
@@ -235,13 +238,18 @@ async function run(opts) {
   const dir = tempDir('chaos-ws');
   const configFile = path.join(dir, 'warmslot.yaml');
   const logFile = path.join(dir, 'warmslot.log');
-  const backends = llamas.map((l, i) => ({ name: `b${i}`, url: l.url, slotSaveDir: l.saveDir }));
+  // A relay in front of each backend: it holds the answer of a save on demand, so that the
+  // kill -9 of warmslot at the end provably lands inside a save.
+  const relays = [];
+  for (let i = 0; i < llamas.length; i++) relays.push(await startRelay(() => llamas[i].url));
+  const backends = llamas.map((l, i) => ({ name: `b${i}`, url: relays[i].url, slotSaveDir: l.saveDir }));
   const writeConfig = (interval) => fs.writeFileSync(configFile, yamlConfig({ backends, extra: settings(stateDir, interval) }));
   writeConfig('200ms');
   let ws = await launchWarmslot(bin, configFile, logFile);
   const counts = new Map();
   const count = (k) => counts.set(k, (counts.get(k) ?? 0) + 1);
-  const report = { hostile: {}, reload: '', kills: 0, wrong: 0, compared: 0, restores: 0, lost: 0 };
+  const report = { hostile: {}, reload: '', kills: 0, wrong: 0, compared: 0, restores: 0, lost: 0,
+    savesHeld: 0, insideSave: false, after: [], recheck: { compared: 0, wrong: 0, restores: 0, errors: 0 } };
   let rssPeak = 0;
   const sampler = setInterval(() => { rssPeak = Math.max(rssPeak, rssKiB(ws.pid)); }, 200);
   const loads = [os.loadavg()[0]];
@@ -263,7 +271,8 @@ async function run(opts) {
         const i = next++;
         const body = chatBody(i);
         try {
-          const r = await streamed(ws.url, body);
+          // All of them may be in flight at once: given up at the run's deadline, not before.
+          const r = await streamed(ws.url, body, Math.max(1000, deadline - Date.now()));
           count(r.kind);
           if (r.kind === 'ok') {
             report.compared++;
@@ -296,28 +305,52 @@ async function run(opts) {
     loads.push(os.loadavg()[0]);
     // Slot files on disk, then kill -9 warmslot while saves run.
     const before = llamas.map((l) => consistency(l.saveDir));
-    // New prefixes, so that saves are due (on first use, and by the snapshot) when warmslot dies.
-    // warmslot dies as the first of them ends, while the others end and their files are written.
-    const burst = [100, 101, 102, 103].map((d) => streamed(ws.url, {
+    // New prefixes, so that saves are due (on first use) when warmslot dies. The relays let
+    // llama-server write each save's file and hold its answer: warmslot is killed while it waits
+    // for one, so the kill lands inside a save, with the file written and not yet indexed.
+    const burstBodies = [100, 101, 102, 103].map((d) => ({
       messages: [{ role: 'system', content: documents[d % 8].replace(/lantern/g, `lamp ${d}`) }, { role: 'user', content: 'Q?' }],
       max_tokens: 4, temperature: 0, seed: 42, stream: true,
-    }).catch(() => null));
-    await Promise.race(burst);
-    let answered = false;
-    const snap = fetch(`${ws.url}/admin/snapshot`, { method: 'POST' })
-      .then(async (r) => { report.snapshot = (await r.json()).saved?.length ?? 0; answered = true; })
-      .catch(() => null);
-    await sleep(30);
+    }));
+    for (const b of burstBodies) expected.set(JSON.stringify(b.messages), (await streamed(reference.url, b)).text);
+    for (const r of relays) r.holdSaveAnswers = true;
+    const burst = burstBodies.map((b) => streamed(ws.url, b).catch(() => null));
+    const held = () => relays.reduce((n, r) => n + r.saveAnswersHeld, 0);
+    // Should the new prefixes start no save (saves paused on a backend after failed ones), the
+    // snapshot endpoint saves what the slots hold.
+    const nudge = setTimeout(() => fetch(`${ws.url}/admin/snapshot`, { method: 'POST' }).catch(() => null), 5000);
+    await waitFor('llama-server to have written a save whose answer warmslot waits for', () => held() > 0, 60000, 10)
+      .catch(() => {});
+    clearTimeout(nudge);
+    report.savesHeld = held();
+    report.insideSave = report.savesHeld > 0;
     ws.proc.child.kill('SIGKILL');
     await ws.proc.exited;
-    await snap;
+    for (const r of relays) r.holdSaveAnswers = false;
     await Promise.all(burst);
-    report.killedDuringSnapshot = !answered;
     report.killed = llamas.map((l) => consistency(l.saveDir));
+    // Saves already sent run to their end in llama-server: wait until none is running.
+    await waitFor('the backends to be idle', async () => {
+      for (const l of llamas) if ((await getJson(`${l.url}/slots`)).body.some((x) => x.is_processing)) return false;
+      return true;
+    }, 30000).catch(() => {});
     ws = await launchWarmslot(bin, configFile, logFile);
     await waitFor('backends healthy after the restart', async () => (await getJson(`${ws.url}/health`)).body.status === 'ok', 60000);
-    await sleep(2000);  // the disk tier reconciles its index with the files at start
+    // The disk tier opens its indexes at start and deletes files without a row: at most 15 s.
+    const clean = (c) => c.missing + c.truncated + c.orphans === 0;
+    await waitFor('the indexes to match the files', () => llamas.every((l) => clean(consistency(l.saveDir))), 15000)
+      .catch(() => {});
     const after = llamas.map((l) => consistency(l.saveDir));
+    // Every prefix again after the restart (the burst's and the load's): a restore of a file
+    // that holds something else would show as an answer that differs from llama-server alone.
+    const recheck = [...burstBodies, ...Array.from({ length: 5 * documents.length }, (_, i) => chatBody(i))];
+    for (const b of recheck) {
+      const r = await streamed(ws.url, b).catch((e) => ({ kind: transportKind(e) }));
+      if (r.kind !== 'ok') { report.recheck.errors++; continue; }
+      report.recheck.compared++;
+      if (/restored/.test(r.disk)) report.recheck.restores++;
+      if (r.text !== expected.get(JSON.stringify(b.messages))) report.recheck.wrong++;
+    }
     // Files the index had before the kill that are gone or truncated now (none were evicted:
     // the budget is far above what the run writes).
     report.lost = after.reduce((a, c) => a + c.missing + c.truncated, 0);
@@ -327,6 +360,7 @@ async function run(opts) {
     clearInterval(sampler);
     await ws.proc.stop('SIGTERM', 15000);
     for (const l of [...llamas, reference]) await l.proc.stop('SIGKILL');
+    for (const r of relays) await r.stop();
   }
   report.counts = counts;
   report.rssPeakMiB = rssPeak / 1024;
@@ -340,7 +374,7 @@ function table(opts, r, ctx) {
   const errors = [...r.counts.entries()].filter(([k]) => k !== 'ok').map(([k, v]) => `${k}: ${v}`).join(', ') || 'none';
   const idx = (list) => list.map((c, i) => `b${i}: ${c.rows} rows, ${c.files} files, ${c.missing} rows without a file, ${c.truncated} truncated, ${c.orphans} files without a row`).join('; ');
   const rows = [
-    ['streamed requests', `${total} (${opts.concurrency} at a time) in ${r.seconds.toFixed(0)} s`],
+    ['streamed requests', `${total} (${opts.concurrency === opts.requests ? 'all in flight at once' : `${opts.concurrency} at a time`}; the whole run ${r.seconds.toFixed(0)} s)`],
     ['answered 200 and complete', String(r.counts.get('ok') ?? 0)],
     ['errors by kind', errors],
     ['backend kill -9 and restart', String(r.kills)],
@@ -352,11 +386,15 @@ function table(opts, r, ctx) {
     ['config reload during the load', r.reload || 'not run'],
     ['answers compared with llama-server alone', `${r.compared} (${r.restores} after a disk restore)`],
     ['wrong answers (possible wrong restores)', String(r.wrong)],
-    ['kill -9 of warmslot 30 ms after POST /admin/snapshot', r.killedDuringSnapshot ? 'the snapshot had not answered yet' : `after the snapshot answered (${r.snapshot} saved)`],
-    ['slot files lost (kill -9 during saves)', String(r.lost)],
+    ['kill -9 of warmslot inside a save', r.insideSave
+      ? `yes: llama-server had written ${r.savesHeld} slot file(s) whose save answer warmslot had not read`
+      : 'NO: no save was under way when warmslot was killed'],
+    ['slot files lost (kill -9 inside a save)', String(r.lost)],
     ['index before the new documents', idx(r.before ?? [])],
     ['index right after the kill', idx(r.killed ?? [])],
     ['index after the restart', idx(r.after ?? [])],
+    ['index rows equal the finished files after the restart', (r.after ?? []).length && r.after.every((c) => c.rows === c.files && c.missing + c.truncated + c.orphans === 0) ? 'yes' : 'NO'],
+    ['every prefix again after the restart, compared with llama-server alone', `${r.recheck.compared} answered (${r.recheck.restores} after a disk restore), ${r.recheck.wrong} wrong, ${r.recheck.errors} errors`],
   ];
   return `Measured ${ctx.date} on ${ctx.cores} cores, checkout at ${ctx.commit}, ` +
     `1-minute load average ${Math.min(...r.loads).toFixed(1)} to ${Math.max(...r.loads).toFixed(1)}; ` +
@@ -369,19 +407,24 @@ What warmslot does when everything goes wrong at once, on real llama-server proc
 generated \`llama\` model, two backends with slot directories, so the disk tier is on). Reproduce with
 
 \`\`\`
-node tests/bench/chaos.mjs [--requests 1000] [--concurrency 100] [--kills 3] [--max-seconds 240] [--write-doc]
+node tests/bench/chaos.mjs [--requests 1000] [--concurrency 1000] [--kills 3] [--max-seconds 240] [--write-doc]
 \`\`\`
 
-It runs at the same time: streamed chat requests over eight documents, many at once; a loop that
+It runs at the same time: streamed chat requests over eight documents, all of them in flight at
+once (warmslot's \`limits.max_connections\` is set to 4096 for the run; llama-server queues what
+its slots cannot run yet, on HTTP threads it adds as connections come); a loop that
 kills one backend llama-server with \`kill -9\` and starts it again on the same port and slot
 directory; hostile inputs (a body of a million \`[\`, a chunk-size line whose extension never
 ends, sent up to a cap, a \`<document \` tag left open over 200 KB with the \`documents.delimiters\`
 rule on, and 100 slowloris connections that send a header byte a second); and a config reload
-(the watched YAML file is rewritten). Then it sends four requests with new documents, whose
-slot files are due; as the first one ends it starts \`POST /admin/snapshot\` and kills warmslot
-with \`kill -9\` 30 ms later, starts it again on the same state and slot directories, and compares
-each slot directory's SQLite index with the files in it, right after the kill and after the
-restart.
+(the watched YAML file is rewritten). Each backend sits behind a loopback relay that forwards
+everything. Then it sends four requests with new documents, whose slot files are due on first
+use, with the relays holding back the answers of slot saves: llama-server writes the file, warmslot
+never hears back. As soon as one such answer is held, warmslot is killed with \`kill -9\`, so the
+kill lands inside a save every run (the table says so, or says NO). It starts warmslot again on the
+same state and slot directories, compares each slot directory's SQLite index with the files in it,
+right after the kill and after the restart, and sends every prefix of the run once more, comparing
+the answers with llama-server alone.
 
 A hostile input whose row shows warmslot reading it to the cap, or an error count that is not
 explained by the backend kills, is a finding: the table reports what this build does, not what it
@@ -398,7 +441,9 @@ should do.
   with the batch a token was computed in, so a difference is a lead to follow, not proof.
 - **Slot files lost**: files the index listed before the kill that are gone or shorter than the
   index says after the restart (the disk budget is far above what the run writes, so none was
-  evicted). **Index after the restart**: rows without a file and files without a row.
+  evicted). **Index right after the kill**: the file of the interrupted save shows as a file
+  without a row. **Index after the restart**: rows without a file and files without a row (warmslot
+  deletes files without a row when it opens an index); the rows must equal the finished files.
 `;
 
 function writeDoc(text) {

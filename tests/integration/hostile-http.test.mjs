@@ -196,3 +196,82 @@ test('HTTP/1.0 clients get a Content-Length or a body that ends with the connect
     await llama.stop();
   }
 });
+
+// Writes `text` on a new connection and returns what came back once warmslot ended it.
+async function exchangeRaw(port, text, { endAfterHead = false } = {}) {
+  const c = await connect(port);
+  c.socket.write(text);
+  await waitFor('the answer', () => c.ended || (endAfterHead && c.data.includes('\r\n\r\n')), 15000, 10);
+  c.socket.destroy();
+  return c.data;
+}
+
+test('requests warmslot refuses itself are counted on /metrics and each has an access line', { timeout: 90000 }, async () => {
+  const key = 'refusal-test-key';
+  const ws = await startWarmslot({
+    backends: [{ name: 'b', url: `http://127.0.0.1:${await freePort()}` }], apiKeys: [key],
+    extra: 'limits:\n  max_header_count: 8\n  max_body_bytes: 1KiB\n  max_connections: 3\n' +
+      'timeouts:\n  body_read: 1s\n' });
+  const metricsText = async () => {
+    const data = await exchangeRaw(ws.port, `GET /metrics HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer ${key}\r\n` +
+      'Connection: close\r\n\r\n');
+    assert.equal(statusOf(data), 200, data.slice(0, 300));
+    return data;
+  };
+  const refused = (text, reason) =>
+    Number(text.match(new RegExp(`^warmslot_requests_refused_total\\{reason="${reason}"\\} (\\d+)$`, 'm'))?.[1] ?? NaN);
+  const held = [];
+  try {
+    const before = await metricsText();
+    for (const r of ['headers_too_large', 'too_many_headers', 'body_too_large', 'bad_request',
+      'chunk_line_too_long', 'body_timeout', 'unauthorized', 'too_many_connections']) {
+      assert.equal(refused(before, r), 0, `${r} before`);
+    }
+    const post = 'POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\nContent-Type: application/json\r\n';
+    const auth = `Authorization: Bearer ${key}\r\n`;
+    // 431: headers over 16 KiB.
+    assert.equal(statusOf(await exchangeRaw(ws.port, `GET /health HTTP/1.1\r\nHost: w\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`)), 431);
+    // 431: more than 8 fields.
+    let fields = '';
+    for (let i = 0; i < 10; i++) fields += `X-F${i}: v\r\n`;
+    assert.equal(statusOf(await exchangeRaw(ws.port, `GET /health HTTP/1.1\r\nHost: w\r\n${fields}\r\n`)), 431);
+    // 413: a declared Content-Length over 1 KiB (the body is never sent).
+    assert.equal(statusOf(await exchangeRaw(ws.port, `${post}${auth}Content-Length: 5000\r\n\r\n`, { endAfterHead: true })), 413);
+    // 400: a malformed header line.
+    assert.equal(statusOf(await exchangeRaw(ws.port, 'GET /health HTTP/1.1\r\nHost w\r\n\r\n')), 400);
+    // 400: a chunk-size line over the buffer cap (16 KiB + 64 KiB).
+    assert.equal(statusOf(await exchangeRaw(ws.port, `${post}${auth}Transfer-Encoding: chunked\r\n\r\n1;${'e'.repeat(100 * 1024)}`,
+      { endAfterHead: true })), 400);
+    // 408: half a body, then nothing for longer than timeouts.body_read.
+    assert.equal(statusOf(await exchangeRaw(ws.port, `${post}${auth}Content-Length: 100\r\n\r\n{"model":`)), 408);
+    // 401: a body without a key, refused on its header.
+    assert.equal(statusOf(await exchangeRaw(ws.port, `${post}Content-Length: 2\r\n\r\n{}`, { endAfterHead: true })), 401);
+    // 503: a fourth connection while three are open.
+    for (let i = 0; i < 3; i++) held.push(await connect(ws.port));
+    const over = await exchangeRaw(ws.port, 'GET /health HTTP/1.1\r\nHost: w\r\n\r\n', { endAfterHead: true });
+    assert.equal(statusOf(over), 503, over.slice(0, 300));
+    for (const c of held) c.socket.destroy();
+
+    // The held connections close on warmslot's side asynchronously: retry until it serves.
+    const after = await waitFor('/metrics', () => metricsText().catch(() => null), 10000, 100);
+    for (const r of ['headers_too_large', 'too_many_headers', 'body_too_large', 'bad_request',
+      'chunk_line_too_long', 'body_timeout', 'unauthorized', 'too_many_connections']) {
+      assert.equal(refused(after, r), 1, `${r}:\n${after.split('\n').filter((l) => l.includes('refused')).join('\n')}`);
+    }
+    // One access line per refusal, naming the reason and the client, never a header value or key.
+    const log = fs.readFileSync(ws.logFile, 'utf8');
+    const lines = log.split('\n').filter((l) => / refused=/.test(l));
+    for (const [reason, status] of [['headers_too_large', 431], ['too_many_headers', 431], ['body_too_large', 413],
+      ['bad_request', 400], ['chunk_line_too_long', 400], ['body_timeout', 408], ['unauthorized', 401],
+      ['too_many_connections', 503]]) {
+      const mine = lines.filter((l) => l.includes(` refused=${reason} `));
+      assert.equal(mine.length, 1, `${reason}:\n${lines.join('\n')}`);
+      assert.match(mine[0], new RegExp(`req=[0-9a-f]+ .* ${status} backend=- .*peer=127\\.0\\.0\\.1:\\d+`), mine[0]);
+    }
+    assert.ok(!log.includes(key), 'the key is never logged');
+    assert.ok(!log.includes('aaaaaaaa'), 'header values are never logged');
+  } finally {
+    for (const c of held) c.socket.destroy();
+    await ws.stop();
+  }
+});
