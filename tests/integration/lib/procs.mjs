@@ -14,13 +14,17 @@ function killAll() {
 }
 process.on('exit', killAll);
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { killAll(); process.exit(130); });
-// After the last test of a file: a process that a failed test's cleanup never reached (its
-// `finally` threw before stopping it) would keep this file's process waiting forever.
+// A process that a failed test's cleanup never reached (its `finally` threw before stopping it)
+// would keep this file's process waiting forever. Registered first, this hook runs before the
+// file's own `after` hooks, which may still stop processes gracefully: the leftovers are killed
+// a minute later, on a timer that does not itself keep the file's process alive.
 if (process.env.NODE_TEST_CONTEXT || process.argv.includes('--test')) {
   const { after } = await import('node:test');
   after(() => {
-    if (live.size) console.error(`stopping ${live.size} process(es) left running by a failed test`);
-    killAll();
+    setTimeout(() => {
+      if (live.size) console.error(`stopping ${live.size} process(es) left running by a failed test`);
+      killAll();
+    }, 60000).unref();
   });
 }
 
