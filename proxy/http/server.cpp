@@ -231,6 +231,9 @@ net::io_context& workers::context(std::size_t i) {
 }
 
 void workers::shutdown() {
+    // The guards first: an io_context on Windows (IOCP) waits in its shutdown until no work is
+    // outstanding, and a guard is outstanding work.
+    guards_.clear();
     for (auto& c : contexts_) c->shutdown();
 }
 

@@ -5,11 +5,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { getJson, postJson, questionTokens, restartLlama, snapshotFiles, startLlama } from './lib/llama.mjs';
 import { sleep, waitFor } from './lib/procs.mjs';
+import { startRelay } from './lib/relay.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
 
@@ -25,52 +25,17 @@ async function warmslotMetric(ws, name) {
   return Number(text.match(new RegExp(`^${name} (\\d+)`, 'm'))?.[1] ?? NaN);
 }
 
-async function routed(ws) {
-  await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+// One question about `doc` through warmslot: what it reported and what llama-server computed.
+async function askAbout(llama, ws, doc, q) {
+  const before = await llamaMetric(llama, 'prompt_tokens_total');
+  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q));
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return { processed: Number(r.headers.get('x-warmslot-processed-tokens')), slot: r.headers.get('x-warmslot-slot'),
+    computed: (await llamaMetric(llama, 'prompt_tokens_total')) - before, disk: r.headers.get('x-warmslot-disk') ?? '' };
 }
 
-// Forwards every request to `target()` unchanged, except restore calls while `holdRestores` is
-// set: those get no answer until the caller's side closes the connection; and save calls while
-// `holdSaveAnswers` is set: llama-server gets them (and writes the file), warmslot gets no answer.
-function startRelay(target) {
-  const held = new Set();
-  const relay = { holdRestores: false, restoresHeld: 0, holdSaveAnswers: false, saveAnswersHeld: 0 };
-  const server = http.createServer((req, res) => {
-    if (relay.holdSaveAnswers && /[?&]action=save/.test(req.url)) {
-      // The save reaches llama-server, which writes its file; its answer never reaches warmslot.
-      held.add(res);
-      res.on('close', () => held.delete(res));
-      const up = http.request(`${target()}${req.url}`, { method: req.method, headers: req.headers }, (r) => {
-        r.resume();
-        r.on('end', () => { relay.saveAnswersHeld++; });
-      });
-      up.on('error', () => res.destroy());
-      req.pipe(up);
-      return;
-    }
-    if (relay.holdRestores && /[?&]action=restore/.test(req.url)) {
-      relay.restoresHeld++;
-      held.add(res);
-      req.resume();
-      res.on('close', () => held.delete(res));
-      return;
-    }
-    const up = http.request(`${target()}${req.url}`, { method: req.method, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode, r.headers);
-      r.pipe(res);
-    });
-    up.on('error', () => res.destroy());
-    req.pipe(up);
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
-    relay.url = `http://127.0.0.1:${server.address().port}`;
-    relay.stop = () => new Promise((done) => {
-      for (const r of held) r.destroy();
-      server.closeAllConnections();
-      server.close(() => done());
-    });
-    resolve(relay);
-  }));
+async function routed(ws) {
+  await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
 }
 
 for (const arch of ['llama', 'qwen35']) {
@@ -152,15 +117,9 @@ for (const arch of ['llama', 'qwen35']) {
     try {
       await routed(ws);
       const doc = makeDocument(720, 7000);
-      const ask = async (q) => {
-        const before = await llamaMetric(llama, 'prompt_tokens_total');
-        const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q));
-        assert.equal(r.status, 200, JSON.stringify(r.body));
-        return { processed: Number(r.headers.get('x-warmslot-processed-tokens')),
-          computed: (await llamaMetric(llama, 'prompt_tokens_total')) - before, disk: r.headers.get('x-warmslot-disk') };
-      };
+      const ask = (q) => askAbout(llama, ws, doc, q);
       const first = await ask('What is on the first line?');
-      assert.match(first.disk ?? '', /^snapshot \d+ tokens/);
+      assert.match(first.disk, /^snapshot \d+ tokens/);
       await ask('What is on the first line?');
       for (const q of ['Summarise the third paragraph in one line.', 'Which word comes last?']) {
         const r = await ask(q);
@@ -187,13 +146,7 @@ for (const arch of ['llama', 'qwen35']) {
     try {
       await routed(ws);
       const doc = makeDocument(730, 7000);
-      const ask = async (q) => {
-        const before = await llamaMetric(llama, 'prompt_tokens_total');
-        const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q));
-        assert.equal(r.status, 200, JSON.stringify(r.body));
-        return { processed: Number(r.headers.get('x-warmslot-processed-tokens')), slot: r.headers.get('x-warmslot-slot'),
-          computed: (await llamaMetric(llama, 'prompt_tokens_total')) - before, disk: r.headers.get('x-warmslot-disk') ?? '' };
-      };
+      const ask = (q) => askAbout(llama, ws, doc, q);
       const first = await ask('What is on the first line?');
       assert.match(first.disk, /^snapshot (\d+) tokens/);
       const docTokens = Number(first.disk.match(/^snapshot (\d+)/)[1]);

@@ -68,7 +68,10 @@ test('requests waiting to be planned when a reload adds a backend complete on th
       assertAnswer(r, `waiting request ${i}`);
       assert.equal(r.headers.get('x-warmslot-backend'), 'a', `waiting request ${i} runs on its own config's backend`);
     });
-    const lines = logText(ws).split('\n').filter((l) => l.includes('POST /v1/chat/completions 200'));
+    // An access line is written once its answer is sent: the client may read the answer first.
+    const answered = () => logText(ws).split('\n').filter((l) => l.includes('POST /v1/chat/completions 200'));
+    await waitFor('the three access lines', () => answered().length >= 3, 5000, 10).catch(() => {});
+    const lines = answered();
     assert.equal(lines.length, 3, lines.join('\n'));
     for (const l of lines) assert.match(l, /waited="readiness \d+ms"/, l);
 
