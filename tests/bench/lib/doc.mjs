@@ -21,10 +21,11 @@ node tests/bench/routing.mjs --all
 
 \`--all\` runs every workload on both models, each idle and with \`--load 1\` (\`long\` idle only, last),
 and writes every table and the summary as it goes, so an interrupted run keeps what it measured.
-It takes about half an hour on a lightly loaded 2-core machine (estimated from its parts), and
-hours when other work keeps that machine's load average above 10: on 2026-12-01, at 13 to 18,
-\`docqa\` and \`replicas\` together took 19 to 21 minutes per model and load, and \`long\` 10
-minutes on \`qwen35\` and 14 on \`llama\`, most of it the document's prefill (8 and 12.5 minutes).
+On an idle 2-core machine (2026-12-01, load average below 2) one model's workloads took about
+2 minutes idle, and \`long\` on both models 3.5 minutes (prefill 45 s on \`qwen35\`, 95 s on
+\`llama\`); with \`--load 1\` the same workloads take 20 minutes and more per model (llama-server's
+two threads then share one core with the load), and far longer when other work keeps the load
+average above 10 (the \`long\` prefill alone took 8 and 12.5 minutes at 13 to 18).
 
 \`WARMSLOT_BIN\` points at the warmslot binary to measure (the run copies it first, so a rebuild
 during the run changes nothing); \`--extra-configs\` adds warmslot in front of \`--cache-ram 0\`
@@ -157,7 +158,7 @@ not. The machine is shared, so each table gives the load average seen during its
      with 11,907 page faults the first time, 363 ms (8,129 faults: glibc had raised its mmap
      threshold and grew its heap instead) the second, 80 ms (129 faults) the fourth; \`qwen35\`
      (69 MB, made the same way): 540 ms first, 118 ms steady. This is what the full-size tables
-     measure (every restore follows a restart), slowed further by their load average of 9 to 16.
+     measure: every restore there follows a restart.
      With \`GLIBC_TUNABLES=glibc.malloc.hugetlb=1\` in llama-server's environment (glibc 2.35 or
      later, transparent huge pages \`madvise\` or \`always\`) glibc backs that memory with 2 MiB
      pages: 863 faults and 88 ms the first time for the same \`llama\` file, 89 ms for the
