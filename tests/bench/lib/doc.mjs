@@ -94,7 +94,11 @@ not. The machine is shared, so each table gives the load average seen during its
   document), and its **target** is at most 1.05x that bound after the restart, on both the plain
   \`llama\` and the hybrid \`qwen35\` model (\`--arch qwen35\`); warmslot runs it with
   \`cache.min_prefix_tokens: 512\` because the bench preset's documents are shorter than the
-  default threshold.
+  default threshold. The count is every prompt token llama-server computed after the restart,
+  so it includes warmslot's own check of the new process: its slot probe (two prompts of 21
+  tokens on these models) when the probe comes after the counting starts, as it did in two of
+  three replays with one core busy on 2026-12-01 (565 = 523 + 42: 1.08x, the per-request counts
+  were the bound's in all three).
 - **Coding-agent workload** (\`agent\`): sessions of a coding agent sent to \`/v1/messages\` as
   such agents send them (system blocks with a per-request billing line, a tool list, a dated
   reminder and the question in the first user message, a long system-role agent list after it,
