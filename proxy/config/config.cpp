@@ -592,12 +592,15 @@ const rewrite_rules& rewrite_settings::for_model(std::string_view model) const {
 namespace {
 
 // Case-insensitive RE2 regexes, searched in each line of a system prompt.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> presets{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> presets{{
     {"date", R"(^\W*(today|today's date|current date|date)\b.*\d)"},
     {"time", R"(^\W*(current time|current date and time|time now|the time is|now|time)\b.*\d{1,2}:\d{2})"},
     {"iso_timestamp", R"(\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2})"},
     {"uuid", R"(\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b)"},
     {"request_id", R"(\b(request|req|session|trace|correlation|conversation|run)[ _-]?id\b\s*[:=])"},
+    // Claude Code's first system block: its cc_version carries a per-session hash, so the
+    // prompt of every session differs from its first token (llama-server fixes only cch=).
+    {"billing_header", R"(^x-anthropic-billing-header:)"},
 }};
 
 }  // namespace

@@ -93,9 +93,10 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
     for (const auto& m : messages) {
         if (!m.is_object()) return r;
     }
-    const bool final_user = has_role(messages.back(), "user");
-
     const std::size_t to_front = rules.system_to_front() ? move_late_system(messages) : 0;
+    // After the late system messages moved: a coding agent's first request ends with one (its
+    // agent list after the question), and the question is then the final user turn.
+    const bool final_user = has_role(messages.back(), "user");
     std::vector<std::string> moved;
     if (final_user && rules.volatile_enabled()) moved = take_volatile(messages, rules);
     // User turns as the client sent them: what identifies them in later requests.

@@ -116,37 +116,44 @@ std::uint64_t chain(std::uint64_t previous, std::uint64_t segment) noexcept {
 // and the fingerprint must not throw for it.
 std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-// Sampling and output fields: they do not change the rendered prompt. "lora" is deliberately
-// not here: it changes what the slot's cache holds.
+// The fields besides the segmented one that reach the rendered prompt or the KV cache: what
+// llama-server's oaicompat_chat_params_parse hands to the chat template (tools, tool_choice,
+// parallel_tool_calls, the generation-prompt and continuation switches, the reasoning format,
+// chat_template_kwargs, reasoning_effort, and the JSON schema, which some tool-call formats
+// write into the prompt), "lora" (the adapters change what the slot's cache holds) and, for
+// completions, "multimodal_data" (its media replace markers in the prompt). Nothing else enters
+// the header: sampling and output settings, "model" (the backend it names is chosen before any
+// prefix is compared, and slot files are keyed by the model's identity), and whatever a client
+// adds per session or per request (prompt_cache_key, metadata, user, client ids, store, include)
+// would give the same prompt a new key every time.
 // Length first, then bytes: most keys differ from a candidate in their length.
 constexpr bool shorter_first(std::string_view a, std::string_view b) noexcept {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
 }
 
-constexpr auto denied_fields = [] {
-    // clang-format off
+constexpr auto chat_header_fields = [] {
     auto fields = std::to_array<std::string_view>({
-        "stream", "stream_options", "temperature", "top_p", "top_k", "min_p", "typical_p",
-        "max_tokens", "max_completion_tokens", "n_predict", "seed", "stop", "presence_penalty",
-        "frequency_penalty", "repeat_penalty", "repeat_last_n", "penalty_last_n", "logit_bias",
-        "logprobs", "top_logprobs", "n", "n_probs", "min_keep", "user", "metadata", "store",
-        "service_tier", "response_format", "grammar", "json_schema", "id_slot", "cache_prompt",
-        "timings_per_token", "return_progress", "return_tokens", "samplers", "mirostat",
-        "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base", "dry_allowed_length",
-        "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold",
-        "ignore_eos", "t_max_predict_ms", "dynatemp_range", "dynatemp_exponent",
-        "post_sampling_probs",
+        "tools", "tool_choice", "parallel_tool_calls", "add_generation_prompt",
+        "continue_final_message", "reasoning_format", "chat_template_kwargs",
+        "reasoning_effort", "response_format", "json_schema", "lora",
     });
-    // clang-format on
     std::sort(fields.begin(), fields.end(), shorter_first);
     return fields;
 }();
 
-// The field that is cut into segments never goes into the header; the other one (a "prompt" in
-// a chat body, say) is just another field.
-bool denied(std::string_view key, std::string_view segment_field) {
-    return key == segment_field ||
-           std::binary_search(denied_fields.begin(), denied_fields.end(), key, shorter_first);
+constexpr auto completion_header_fields = [] {
+    auto fields = std::to_array<std::string_view>({"lora", "multimodal_data"});
+    std::sort(fields.begin(), fields.end(), shorter_first);
+    return fields;
+}();
+
+bool in_header(request_kind kind, std::string_view key) {
+    if (kind == request_kind::chat) {
+        return std::binary_search(chat_header_fields.begin(), chat_header_fields.end(), key,
+                                  shorter_first);
+    }
+    return std::binary_search(completion_header_fields.begin(), completion_header_fields.end(),
+                              key, shorter_first);
 }
 
 // A string dump() writes as it is between quotes: printable ASCII without '"' and '\\'.
@@ -179,7 +186,7 @@ std::uint64_t header_hash(request_kind kind, const json& body) {
     h.put_raw(tag::version, &version, sizeof version);
     h.put(tag::kind, segment_field);
     for (const auto& [key, value] : body.get_ref<const json::object_t&>()) {  // sorted by key
-        if (denied(key, segment_field)) continue;
+        if (!in_header(kind, key)) continue;
         h.put(tag::key, key);
         put_json_value(h, value);
     }

@@ -25,6 +25,12 @@ struct fingerprint {
     // Levels before the final user turn: system prompt, documents, earlier history. The part a
     // later question on the same material shares. For completions: all full chunks.
     std::size_t stable_levels = 0;
+    // The session the request belongs to (api/session_hint.hpp; 0 = none). Set by the caller,
+    // never hashed: it only breaks ties between slots that hold the same prefix.
+    std::uint64_t session = 0;
+    // Sent without id_slot (Anthropic Messages: llama-server rebuilds the body and drops it), so
+    // llama-server picks the slot itself; set by the caller, never hashed (routing/planner.hpp).
+    bool floating = false;
 };
 
 enum class request_kind {
@@ -36,9 +42,12 @@ enum class request_kind {
 // cannot be fingerprinted (no messages/prompt, a batch of prompts, wrong types): such requests
 // are passed through without routing.
 //
-// The header hash (seed of the chain) covers "model" and every field that may change the
-// rendered prompt (tools, tool_choice, chat_template_kwargs, ...): all fields except the known
-// sampling/output ones. A chat message segment covers role, name, content (a string, or each
+// The header hash (seed of the chain) covers only the fields that reach the rendered prompt or
+// the KV cache (chat: tools, tool_choice, parallel_tool_calls, add_generation_prompt,
+// continue_final_message, reasoning_format, chat_template_kwargs, reasoning_effort,
+// response_format, json_schema, lora; completion: lora, multimodal_data). Everything else (the
+// model name, sampling and output settings, per-session hints such as prompt_cache_key or
+// metadata) leaves the fingerprint unchanged. A chat message segment covers role, name, content (a string, or each
 // content part in order), tool_calls, tool_call_id and reasoning_content. Completion prompts
 // (a string, or an array of token ids) are cut into fixed chunks (completion_chunk_bytes of
 // text, or completion_chunk_tokens ids).
@@ -49,7 +58,7 @@ inline constexpr std::size_t completion_chunk_tokens = 1024;
 
 // Hashed into every header. Fingerprints are only comparable within one format version: a
 // change to what is hashed or how bumps it, so stored fingerprints (a cache index) can tell.
-inline constexpr std::uint32_t fingerprint_format_version = 1;
+inline constexpr std::uint32_t fingerprint_format_version = 2;
 
 // Decisions callers may rely on:
 // - A string content and an array of text parts hash each text as the same kind of item, so

@@ -40,6 +40,7 @@ double seconds_until(clock::time_point t, clock::time_point now) {
 struct slot_match {
     std::size_t matched = 0;         // levels shared
     std::uint64_t saved_tokens = 0;  // tokens of those levels
+    double cut_tokens = 0;           // tokens the slot holds beyond them (lost by reusing it)
     bool hit = false;                // saves something and cuts no more than it saves
     bool differs = false;            // the slot holds another level at index `matched`
 };
@@ -53,8 +54,8 @@ slot_match match_slot(const slot_view& s, const fingerprint& request, const back
     const std::uint64_t kept = request.levels[m.matched - 1].bytes;
     const std::uint64_t held = s.held.back().bytes;
     m.saved_tokens = static_cast<std::uint64_t>(tokens_of(kept, b));
-    const double cut = held > kept ? tokens_of(held - kept, b) : 0.0;
-    m.hit = m.saved_tokens > 0 && cut <= static_cast<double>(m.saved_tokens);
+    m.cut_tokens = held > kept ? tokens_of(held - kept, b) : 0.0;
+    m.hit = m.saved_tokens > 0 && m.cut_tokens <= static_cast<double>(m.saved_tokens);
     return m;
 }
 
@@ -154,12 +155,37 @@ std::optional<std::size_t> victim_for(const backend_ctx& c) {
     return pick_victim(c, !c.one_off);
 }
 
+// Rule 10: the slot llama-server picks for a request sent without id_slot.
+void add_floating_option(const backend_ctx& c, const plan_input& in, std::vector<option>& out) {
+    const auto& slots = c.view->slots;
+    const double length = std::max(1.0, tokens_of(in.request->total_bytes, *c.view));
+    std::optional<std::size_t> by_match, by_age;
+    double best = 0;
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+        if (slots[i].busy) continue;
+        if (!by_age || slots[i].last_use <= slots[*by_age].last_use) by_age = i;
+        if (slots[i].held.empty()) continue;
+        const double share = static_cast<double>(c.matches[i].saved_tokens) / length;
+        if (share > best && share > floating_similarity) {
+            best = share;
+            by_match = i;
+        }
+    }
+    const auto chosen = by_match ? by_match : by_age;
+    if (!chosen) {
+        out.push_back(make_option(c, kind::queue, 0, 0));
+        return;
+    }
+    out.push_back(make_option(c, c.matches[*chosen].hit ? kind::hit : kind::miss, *chosen, 0));
+}
+
 void add_options(const backend_ctx& c, const plan_input& in, std::vector<option>& out) {
     const backend_view& b = *c.view;
     if (!b.pinning || b.slots.empty()) {
         out.push_back(make_option(c, kind::pass_through, 0, 0));
         return;
     }
+    if (in.request->floating) return add_floating_option(c, in, out);
     bool any_idle = false;
     for (std::size_t i = 0; i < b.slots.size(); ++i) {
         const slot_view& s = b.slots[i];
@@ -181,14 +207,36 @@ void add_options(const backend_ctx& c, const plan_input& in, std::vector<option>
     }
 }
 
+// Between two hits that save the same: std::nullopt when the session hints and what the slots
+// hold beyond the match do not tell them apart (see rule 5 of `choose`).
+std::optional<bool> better_hit(const option& a, const option& b, std::uint64_t session) {
+    const slot_view& sa = a.ctx->view->slots[a.slot];
+    const slot_view& sb = b.ctx->view->slots[b.slot];
+    if (session != 0 && (sa.session == session) != (sb.session == session)) {
+        return sa.session == session;
+    }
+    if (a.match.cut_tokens < b.match.cut_tokens - 0.5) return true;
+    if (b.match.cut_tokens < a.match.cut_tokens - 0.5) return false;
+    if (session != 0) {
+        const bool other_a = sa.session != 0 && sa.session != session;
+        const bool other_b = sb.session != 0 && sb.session != session;
+        if (other_a != other_b) return !other_a;
+        if (other_a && sa.last_use != sb.last_use) return sa.last_use < sb.last_use;
+    }
+    return std::nullopt;
+}
+
 // True when `a` is preferred to `b`; on a full tie the earlier option (lower backend index,
 // then slot position) stays.
-bool better(const option& a, const option& b) {
+bool better(const option& a, const option& b, std::uint64_t session) {
     if (a.cost < b.cost - cost_epsilon) return true;
     if (b.cost < a.cost - cost_epsilon) return false;
     if (a.k != b.k) return a.k < b.k;
     if (a.match.saved_tokens != b.match.saved_tokens) {
         return a.match.saved_tokens > b.match.saved_tokens;
+    }
+    if (a.k == kind::hit || a.k == kind::wait_hit) {
+        if (const auto h = better_hit(a, b, session)) return *h;
     }
     if (a.k == kind::miss) {
         const slot_view& sa = a.ctx->view->slots[a.slot];
@@ -231,7 +279,8 @@ route route_for(const option& o, const plan_input& in, const std::vector<backend
         case kind::pass_through:
             return route::pass_through;
         case kind::queue:
-            return o.ctx->one_off ? route::pass_through : route::miss_slot_busy;
+            return o.ctx->one_off && !in.request->floating ? route::pass_through
+                                                           : route::miss_slot_busy;
         case kind::wait_hit:
             return route::wait_hit;
         case kind::hit:
@@ -239,7 +288,7 @@ route route_for(const option& o, const plan_input& in, const std::vector<backend
         case kind::miss:
             break;
     }
-    if (o.ctx->one_off) return route::scratch;
+    if (o.ctx->one_off && !in.request->floating) return route::scratch;
     if (m > 0) return diverged ? route::miss_diverged : route::hit;
     if (any_hit(ctxs)) return route::miss_slot_busy;
     if (was_evicted(*in.request, in.recently_evicted)) return route::miss_evicted;
@@ -354,7 +403,7 @@ plan choose(const plan_input& in) {
     // Every candidate adds at least one option: pass_through, a hit, a victim or the queue.
     const option* best = &options.front();
     for (const option& o : options) {
-        if (better(o, *best)) best = &o;
+        if (better(o, *best, in.request->session)) best = &o;
     }
     return to_plan(*best, in, ctxs);
 }

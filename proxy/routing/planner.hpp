@@ -26,6 +26,7 @@ struct slot_view {
     double recent_hits = 0;            // decayed count of requests that reused its prefix
     clock::time_point busy_until{};    // expected end of the running request, when busy
     bool scratch = false;              // reserved for short one-off requests (see is_scratch)
+    std::uint64_t session = 0;         // session hint of the request it last ran (0 = none)
 };
 
 struct backend_view {
@@ -115,10 +116,13 @@ struct plan_input {
 //  5. Replicas: a hit on A loses to an idle replica B (in_flight 0, miss) exactly when
 //     in_flight(A) x (P_A - S_A) > S_A, i.e. when the queue on A makes the prefill still needed
 //     there cost more than the prefill saved. Among equal costs: hit, miss, pass_through,
-//     wait_hit, queue, in that order; then the larger saving; then for misses the better victim;
-//     then fewer in_flight; then the lower backend index and slot position. Between misses the
-//     load therefore comes before the victim's value (a miss saves nothing, so the queue is
-//     this request's only cost).
+//     wait_hit, queue, in that order; then the larger saving; then for hits the slot of the
+//     request's own session (fingerprint::session), then the one that cuts fewer tokens it holds
+//     beyond the match, then one that no other session ran last, then the one used least
+//     recently (a new session of a known prefix takes the copy whose owner is least likely to
+//     come back); then for misses the better victim; then fewer in_flight; then the lower
+//     backend index and slot position. Between misses the load therefore comes before the
+//     victim's value (a miss saves nothing, so the queue is this request's only cost).
 //  6. Victim (a slot to overwrite), among idle slots that are not a hit: empty first (held_tokens
 //     == 0 and nothing held), then the lowest held_tokens x (1 + recent_hits) (held_tokens 0
 //     with levels held: estimated from bytes), then the oldest last_use. Never a busy slot.
@@ -135,7 +139,17 @@ struct plan_input {
 //     m == 0: miss_slot_busy if any hit was declined (busy or loaded), else miss_evicted if a
 //     request level is in recently_evicted, else miss_new_prefix. No idle slot on the chosen
 //     backend: slot nullopt, miss_slot_busy (a one-off: pass_through).
+// 10. Floating requests (fingerprint::floating) go where llama-server's own choice
+//     (get_available_slot) will put them, so that what warmslot prepares there is what the
+//     request finds: per backend, among idle slots, the one sharing the most tokens with the
+//     request when that is more than floating_similarity of it (ties: the lower id), else the
+//     least recently used idle one (ties: the higher id, as llama-server's loop keeps the last);
+//     no idle slot: queue. No scratch slot and no waiting for them: llama-server decides.
 plan choose(const plan_input& in);
+
+// llama-server's default --slot-prompt-similarity: below this share of the prompt, a slot's
+// common prefix does not choose it (rule 10).
+inline constexpr double floating_similarity = 0.1;
 
 // True when `b` answers to `model`: its list is empty, `model` is "", or it is listed.
 bool serves(const backend_view& b, std::string_view model) noexcept;

@@ -263,6 +263,7 @@ void registry::record_complete(const ticket& t, const fingerprint* fp, const api
     slot.recent_hits = decayed(slot.recent_hits, slot.last_use, now);
     if (s->cached > 0 && t.p.matched_levels > 0) slot.recent_hits += 1;
     slot.held = std::move(now_held);
+    slot.session = fp ? fp->session : 0;
     slot.held_tokens = static_cast<std::uint64_t>(
         std::max(0L, s->cached + s->processed + std::max(0L, s->predicted - 1)));
     slot.last_use = now;

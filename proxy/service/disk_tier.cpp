@@ -240,42 +240,61 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
 // Render the prefix and the whole request the way the chat endpoint does, and keep the prefix
 // only when its tokens are a prefix of the request's tokens (a template may render a message
 // differently once more follow it, and a tokenizer may merge across the cut).
+//
+// Some templates cannot render the prefix alone: Qwen3.5's refuses messages without a user
+// query, and renders earlier turns by where the last query is. Then the prefix is the tokens
+// the request shares with the prefix followed by a stand-in user turn: what any request with
+// the same stable messages and another question also starts with.
 awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::pool& pool,
                                                                     int backend,
                                                                     const json& messages,
                                                                     const json& body) {
-    const auto cfg = src_.current();
-    const auto& b = cfg->backends[static_cast<std::size_t>(backend)];
     json part = body;
     part.erase("stream");
     part["messages"] = messages;
     part["add_generation_prompt"] = false;
     json whole = body;
     whole.erase("stream");
-    const json p_text = parse_ok(co_await upstream::call(pool, b, http::verb::post,
-                                                         "/apply-template", part.dump(),
-                                                         render_timeout));
-    const json f_text = parse_ok(co_await upstream::call(pool, b, http::verb::post,
-                                                         "/apply-template", whole.dump(),
-                                                         render_timeout));
-    if (!p_text.contains("prompt") || !f_text.contains("prompt")) co_return std::nullopt;
-    const auto prefix_text = p_text["prompt"].get<std::string>();
-    const auto full_text = f_text["prompt"].get<std::string>();
-    if (!full_text.starts_with(prefix_text)) co_return std::nullopt;
-    std::vector<std::vector<int>> tokens;
-    for (const auto* text : {&prefix_text, &full_text}) {
-        json req = {{"content", *text}, {"add_special", true}, {"parse_special", true}};
-        const json r = parse_ok(co_await upstream::call(pool, b, http::verb::post, "/tokenize",
-                                                        req.dump(), render_timeout));
-        if (!r.contains("tokens") || !r["tokens"].is_array()) co_return std::nullopt;
-        tokens.push_back(r["tokens"].get<std::vector<int>>());
+    const auto full = co_await rendered_tokens(pool, backend, whole);
+    if (!full || full->empty()) co_return std::nullopt;
+    if (const auto alone = co_await rendered_tokens(pool, backend, part)) {
+        const auto& p = *alone;
+        if (!p.empty() && p.size() < full->size() && std::equal(p.begin(), p.end(), full->begin())) {
+            co_return p;
+        }
     }
-    const auto& p = tokens[0];
-    const auto& f = tokens[1];
-    if (p.empty() || p.size() >= f.size() || !std::equal(p.begin(), p.end(), f.begin())) {
+    json probe = whole;
+    probe["messages"] = messages;
+    probe["messages"].push_back({{"role", "user"}, {"content", "\x01"}});
+    const auto stand_in = co_await rendered_tokens(pool, backend, probe);
+    if (!stand_in) co_return std::nullopt;
+    const auto shared = static_cast<std::size_t>(
+        std::mismatch(stand_in->begin(), stand_in->end(), full->begin(), full->end()).first -
+        stand_in->begin());
+    if (shared == 0 || shared >= full->size()) co_return std::nullopt;
+    co_return std::vector<int>(full->begin(), full->begin() + static_cast<std::ptrdiff_t>(shared));
+}
+
+// A chat body's prompt tokens as the chat endpoint makes them: /apply-template, then /tokenize
+// with the special tokens added and parsed. std::nullopt when the server refuses either.
+awaitable<std::optional<std::vector<int>>> disk_tier::rendered_tokens(upstream::pool& pool,
+                                                                      int backend,
+                                                                      const json& body) {
+    const auto cfg = src_.current();
+    const auto& b = cfg->backends[static_cast<std::size_t>(backend)];
+    const json text = parse_ok(co_await upstream::call(pool, b, http::verb::post,
+                                                       "/apply-template", body.dump(),
+                                                       render_timeout));
+    if (!text.contains("prompt") || !text["prompt"].is_string()) co_return std::nullopt;
+    json req = {{"content", text["prompt"]}, {"add_special", true}, {"parse_special", true}};
+    const json r = parse_ok(co_await upstream::call(pool, b, http::verb::post, "/tokenize",
+                                                    req.dump(), render_timeout));
+    if (!r.contains("tokens") || !r["tokens"].is_array()) co_return std::nullopt;
+    try {
+        co_return r["tokens"].get<std::vector<int>>();
+    } catch (const json::exception&) {
         co_return std::nullopt;
     }
-    co_return p;
 }
 
 }  // namespace warmslot::service

@@ -145,6 +145,8 @@ private:
     awaitable<std::optional<std::vector<int>>> prefix_tokens(upstream::pool& pool, int backend,
                                                              const nlohmann::json& messages,
                                                              const nlohmann::json& body);
+    awaitable<std::optional<std::vector<int>>> rendered_tokens(upstream::pool& pool, int backend,
+                                                               const nlohmann::json& body);
     cache::index* index_for(int backend) const;
     bool restores_allowed(int backend);
     bool saves_allowed(int backend) const;

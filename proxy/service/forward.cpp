@@ -18,6 +18,7 @@
 #include "api/chat_view.hpp"
 #include "api/endpoints.hpp"
 #include "api/forward_headers.hpp"
+#include "api/session_hint.hpp"
 #include "service/pipeline.hpp"
 #include "service/relay.hpp"
 #include "service/wakeup.hpp"
@@ -43,6 +44,14 @@ namespace {
 using routing::clock;
 
 enum class attempt { relayed, stale_connection, backend_failed };
+
+// The first session header of the request ("" when none): see api/session_hint.hpp.
+std::string_view session_header(const http::request<http::string_body>& req) {
+    for (const std::string_view name : api::session_headers) {
+        if (const auto it = req.find(name); it != req.end()) return it->value();
+    }
+    return {};
+}
 
 prompt_view view_of(api::api_shape shape, const nlohmann::json* body) {
     prompt_view v;
@@ -76,6 +85,18 @@ prompt_view view_of(api::api_shape shape, const nlohmann::json* body) {
 // llama-server rebuilds an Anthropic Messages body from the fields it knows, so an id_slot in it
 // never reaches the slot choice: such requests float (routing::registry::mark_floating).
 bool takes_id_slot(api::api_shape shape) { return shape != api::api_shape::messages; }
+
+// A floating request finds the slot warmslot prepares only when llama-server's similarity rule
+// picks it (routing/planner.hpp, rule 10): a prefix that is a small share of the prompt may not
+// make it the best match, and preparing it would be wasted. Pinned requests always find it.
+bool worth_preparing(const routing::fingerprint& fp) {
+    if (!fp.floating) return true;
+    if (fp.stable_levels == 0 || fp.stable_levels > fp.levels.size() || fp.total_bytes == 0) {
+        return false;
+    }
+    const auto prefix = static_cast<double>(fp.levels[fp.stable_levels - 1].bytes);
+    return prefix > 2 * routing::floating_similarity * static_cast<double>(fp.total_bytes);
+}
 
 // The body to send: pinned to `slot`, or without any id_slot the client may have sent (a
 // client's id_slot could name a busy slot, which can hang llama-server).
@@ -242,8 +263,11 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     const auto& cfg = *out.cfg;
     const auto shape = out.cls.ep.shape;
     const bool fan_out = fans_out(body);
-    const prompt_view view =
-        cfg.routing.enabled && !fan_out ? view_of(shape, body) : prompt_view{};
+    prompt_view view = cfg.routing.enabled && !fan_out ? view_of(shape, body) : prompt_view{};
+    if (view.fp) {
+        view.fp->session = api::session_hint(body, session_header(ex.request));
+        view.fp->floating = !takes_id_slot(shape);
+    }
     const auto& fp = view.fp;
     const std::string model = reg_.multi_model() ? out.cls.model : std::string();
     // Only supervised backends are started on demand: no coroutine call for the others.
@@ -304,7 +328,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
         co_await run();
     }
-    out.client_gone = st.client_gone;
+    out.client_gone = st.client_gone && !st.answered;
     if (st.client_gone) {
         ex.keep_alive = false;
         co_return;
@@ -344,7 +368,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         if (!planned && b.retired) continue;  // removed by a reload: draining
         if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
         const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
-        if (slot && disk_ && fp && view.chat() && !lora) {
+        if (slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp)) {
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
         }
         const bool pin = slot && takes_id_slot(shape);

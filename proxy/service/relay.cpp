@@ -1,5 +1,7 @@
 #include "service/relay.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -23,11 +25,29 @@ class sse_stats final : sse::event_sink {
 public:
     void feed(const char* data, std::size_t n) { parser_.feed(std::string_view(data, n), *this); }
     std::optional<api::prompt_stats> stats;
+    // The stream's final event went by: `data: [DONE]` (OpenAI shapes), `message_stop`
+    // (Messages), `response.completed` (Responses), or a "stop":true event (/completion).
+    bool finished = false;
 
 private:
-    void on_event(std::string_view, std::string_view data, std::string_view) override {
+    void on_event(std::string_view name, std::string_view data, std::string_view) override {
         if (api::may_carry_stats(data)) {
             if (auto s = api::find_prompt_stats(data)) stats = s;
+        }
+        // Messages streams give the prompt's counts in message_start and the generated count
+        // only in message_delta: without it the slot would seem to hold fewer tokens than it
+        // does, and the next look at /slots would take it for someone else's.
+        if (name == "message_delta" && stats && data.size() < 4096) {
+            const auto delta = nlohmann::json::parse(data, nullptr, false);
+            const auto* usage = delta.is_object() && delta.contains("usage") ? &delta["usage"] : nullptr;
+            if (usage && usage->is_object() && usage->contains("output_tokens") &&
+                (*usage)["output_tokens"].is_number_integer()) {
+                stats->predicted = (*usage)["output_tokens"].get<long>();
+            }
+        }
+        if (data == "[DONE]" || name == "message_stop" || name == "response.completed" ||
+            (data.starts_with('{') && data.find("\"stop\":true") != std::string_view::npos)) {
+            finished = true;
         }
     }
     sse::parser parser_;
@@ -288,8 +308,11 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
             out.bytes_out += got;
             if (wec) {
                 st.client_gone = true;
+                out.stats = stats.stats;
                 co_return void(ex.keep_alive = false);
             }
+            // A client that leaves once it has the stream's final event read the whole answer.
+            if (stats.finished) st.answered = true;
         }
         if (rec || done) break;
         if (got == buf.size()) continue;  // more may be parsed from what is buffered
@@ -303,7 +326,10 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         }
     }
     if (rec) {
-        if (st.client_gone) co_return void(ex.keep_alive = false);
+        if (st.client_gone) {
+            out.stats = stats.stats;  // recorded by the caller: what the slot now holds
+            co_return void(ex.keep_alive = false);
+        }
         out.error = rec == beast::error::timeout ? api::error_kind::upstream_timeout
                                                  : api::error_kind::backend_bad_response;
         if (!(sse && unknown_length)) co_return void(ex.keep_alive = false);  // cannot be framed

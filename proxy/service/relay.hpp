@@ -23,6 +23,9 @@ struct outcome;
 struct forward_state {
     upstream::connection* current = nullptr; // upstream connection in use, if any
     bool client_gone = false;
+    // The client was sent the stream's final event: leaving after it is the end of a complete
+    // answer, not a client gone in the middle.
+    bool answered = false;
     bool headers_sent = false;
     bool upstream_reusable = false; // the response was read in full and allows keep-alive
     error_code last_error;

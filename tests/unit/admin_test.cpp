@@ -57,14 +57,15 @@ TEST_CASE("warm_chat_body: a client's request with the same material shares its 
     CHECK(asked->stable_levels == 3);
     CHECK(routing::common_levels(warm->levels, asked->levels) == 3);
 
-    // Without a system prompt the documents come first; another model shares nothing.
+    // Without a system prompt the documents come first; another model name renders the same
+    // prompt (the model picks the backend, and files are keyed by the backend's model).
     api::warm_request bare{"m", "", {"doc one"}};
     CHECK(api::warm_chat_body(bare, "q")["messages"].size() == 2);
     CHECK(api::warm_chat_body(bare, "q")["messages"][0]["role"] == "user");
     w.model = "other";
     const auto other =
         routing::fingerprint_request(routing::request_kind::chat, api::warm_chat_body(w, "?"));
-    CHECK(routing::common_levels(other->levels, asked->levels) == 0);
+    CHECK(routing::common_levels(other->levels, asked->levels) == 3);
 }
 
 TEST_CASE("parse_snapshot_request: empty body or no field means every backend") {

@@ -57,7 +57,7 @@ TEST_CASE("the same body gives the same fingerprint") {
     CHECK(rt::common_levels(a.levels, b.levels) == 4);
 }
 
-TEST_CASE("sampling and output fields do not change any level") {
+TEST_CASE("sampling, output, model and per-session fields do not change any level") {
     const auto base = chat_fp(base_chat());
     const std::vector<std::pair<std::string_view, json>> rows = {
         {"temperature", 0.2},
@@ -68,7 +68,16 @@ TEST_CASE("sampling and output fields do not change any level") {
         {"stop", {"\n\n"}},
         {"id_slot", 1},
         {"cache_prompt", false},
-        {"response_format", {{"type", "json_object"}}},
+        {"model", "llama"},
+        {"user", "ann"},
+        {"metadata", {{"user_id", "u-1"}}},
+        {"prompt_cache_key", "0199a2-session"},
+        {"client_metadata", {{"x-codex-turn-metadata", "{\"turn_id\":\"t1\"}"}}},
+        {"include", {"reasoning.encrypted_content"}},
+        {"store", false},
+        {"thinking_budget_tokens", 1024},
+        {"grammar", "root ::= \"x\""},
+        {"some_future_field", 1},
     };
     for (const auto& row : rows) {
         const std::string_view key = row.first;
@@ -78,15 +87,20 @@ TEST_CASE("sampling and output fields do not change any level") {
     }
 }
 
-TEST_CASE("fields that may change the rendered prompt change every level") {
+TEST_CASE("fields that reach the rendered prompt or the cache change every level") {
     const auto base = chat_fp(base_chat());
     const std::vector<std::pair<std::string_view, json>> rows = {
-        {"model", "llama"},
         {"tools", json::parse(R"([{"type":"function","function":{"name":"f"}}])")},
         {"chat_template_kwargs", {{"enable_thinking", false}}},
         {"tool_choice", "auto"},
+        {"parallel_tool_calls", true},
+        {"add_generation_prompt", false},
+        {"continue_final_message", true},
+        {"reasoning_format", "none"},
+        {"reasoning_effort", "low"},
+        {"response_format", {{"type", "json_object"}}},
+        {"json_schema", {{"type", "object"}}},
         {"lora", json::parse(R"([{"id":0,"scale":0.5}])")},
-        {"some_future_field", 1},
     };
     for (const auto& row : rows) {
         const std::string_view key = row.first;
@@ -321,11 +335,36 @@ TEST_CASE("common_levels") {
     CHECK(rt::common_levels(a, {{7, 10}, {2, 20}}) == 0);
 }
 
-TEST_CASE("the model field is copied out, and a non-string model is hashed but not copied") {
+TEST_CASE("the model field is copied out, and a non-string model is not copied") {
     CHECK(chat_fp(base_chat()).model == "qwen");
     const auto fp = chat_fp(with(base_chat(), "model", 3));
     CHECK(fp.model.empty());
-    CHECK(rt::common_levels(fp.levels, chat_fp(base_chat()).levels) == 0);
+    CHECK(fp.levels == chat_fp(base_chat()).levels);
+}
+
+TEST_CASE("completion headers hold only the adapters and the media") {
+    const json base = {{"prompt", "Read this document."}, {"model", "m"}};
+    const auto fp = rt::fingerprint_request(request_kind::completion, base);
+    REQUIRE(fp.has_value());
+    for (const auto& row : std::vector<std::pair<std::string, json>>{
+             {"model", "other"}, {"n_predict", 3}, {"id_slot", 0}, {"tools", json::array()}}) {
+        const std::string& key = row.first;
+        CAPTURE(key);
+        json body = base;
+        body[key] = row.second;
+        CHECK(rt::fingerprint_request(request_kind::completion, body)->levels == fp->levels);
+    }
+    for (const auto& row : std::vector<std::pair<std::string, json>>{
+             {"lora", json::parse(R"([{"id":0,"scale":1}])")},
+             {"multimodal_data", json::array({"aGk="})}}) {
+        const std::string& key = row.first;
+        CAPTURE(key);
+        json body = base;
+        body[key] = row.second;
+        CHECK(rt::common_levels(
+                  rt::fingerprint_request(request_kind::completion, body)->levels, fp->levels) ==
+              0);
+    }
 }
 
 // Fingerprints are stored in the disk index, so the same body must give the same hashes in
@@ -346,14 +385,14 @@ TEST_CASE("fingerprint values are pinned for the format version") {
          R"("reasoning_content":"hm"},{"role":"tool","tool_call_id":"c1","content":"42"}],)"
          R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":1.5}}}],)"
          R"("chat_template_kwargs":{"enable_thinking":false},"max_tokens":7,"stream":true})",
-         {0x79c3aa29dbcc2007ull, 0x7c5bb2fef48b10a9ull, 0xbed5576d0e238cedull, 0x4940a2b371e729a2ull}},
-        {request_kind::chat, R"({"model":42,"messages":[{"role":"user","content":"hi"}]})", {0x970829ecf94874c0ull}},
+         {0x1d7ff2d0c8d9ac98ull, 0x32083602f1338b67ull, 0xa752f68301606732ull, 0xa71a639da62f44c0ull}},
+        {request_kind::chat, R"({"model":42,"messages":[{"role":"user","content":"hi"}]})", {0xb8b265c3e1a0ae2cull}},
         {request_kind::completion, R"({"prompt":"abc\ndef","n_predict":3,"lora":[{"id":0,"scale":0.5}]})",
-         {0xbf3fef2e105f9c7full}},
-        {request_kind::completion, R"({"prompt":[1,2,3,4294967295],"model":"m"})", {0x25361b2884154000ull}},
+         {0xe58c63127e677f00ull}},
+        {request_kind::completion, R"({"prompt":[1,2,3,4294967295],"model":"m"})", {0xc13f77f732e1ab78ull}},
         {request_kind::chat,
          R"({"messages":[{"role":"system","content":")" + std::string(9000, 'q') + R"("}]})",
-         {0x24c10290f871b567ull}},
+         {0x06140e4cad559becull}},
     };
     for (const auto& r : rows) {
         const auto fp = rt::fingerprint_request(r.kind, json::parse(r.body));

@@ -301,3 +301,86 @@ TEST_CASE("planner: scratch and one-off helpers") {
     sparse.tokens_per_byte = 0.3;  // 1000 bytes = 300 tokens: still short
     CHECK(rt::is_one_off(request({{"a", 900}, {"b", 900}}, 1), sparse, settings));
 }
+
+namespace {
+
+rt::slot_view of_session(rt::slot_view s, std::uint64_t session, int age_seconds = 0) {
+    s.session = session;
+    s.last_use = now - seconds(age_seconds);
+    return s;
+}
+
+rt::fingerprint in_session(rt::fingerprint fp, std::uint64_t session) {
+    fp.session = session;
+    return fp;
+}
+
+}  // namespace
+
+TEST_CASE("planner: session hints choose among slots that hold the same prefix") {
+    const auto a_hist = std::pair<std::string, std::uint64_t>{"a-history", 5000};
+    const auto b_hist = std::pair<std::string, std::uint64_t>{"b-history", 5000};
+    check({
+        {"a session goes back to its own slot when another holds the same prefix",
+         {backend({of_session(idle(0, {sys, doc_a, q1}), 7), of_session(idle(1, {sys, doc_a, q1}), 9),
+                   idle(2)})},
+         in_session(doc_a_q2, 9),
+         {0, 1, route::hit, 2, 20200}},
+        {"without a hint the slot that holds less beyond the match is reused",
+         {backend({idle(0, {sys, doc_a, a_hist}), idle(1, {sys, doc_a, q1}), idle(2)})},
+         doc_a_q2,
+         {0, 1, route::hit, 2, 20200}},
+        {"a new session takes the copy no other session ran last",
+         {backend({of_session(idle(0, {sys, doc_a, q1}), 7), idle(1, {sys, doc_a, q2}), idle(2)})},
+         in_session(request({sys, doc_a, {"q3", 100}}, 2), 11),
+         {0, 1, route::hit, 2, 20200}},
+        {"between two other sessions' copies, the one used least recently",
+         {backend({of_session(idle(0, {sys, doc_a, a_hist}), 7, 10),
+                   of_session(idle(1, {sys, doc_a, b_hist}), 8, 300), idle(2)})},
+         in_session(request({sys, doc_a, {"q3", 100}}, 2), 11),
+         {0, 1, route::hit, 2, 20200}},
+        {"a hint never beats a longer match",
+         {backend({of_session(idle(0, {sys, doc_a, q1, a1}), 7), of_session(idle(1, {sys, doc_a}), 9),
+                   idle(2)})},
+         in_session(request({sys, doc_a, q1, a1, q2}, 4), 9),
+         {0, 0, route::hit, 4, 20600}},
+    });
+}
+
+namespace {
+
+rt::fingerprint floating(rt::fingerprint fp) {
+    fp.floating = true;
+    return fp;
+}
+
+}  // namespace
+
+TEST_CASE("planner: floating requests go where llama-server's own slot choice puts them") {
+    check({
+        {"the slot that shares the most of the prompt",
+         {backend({idle(0, {sys, q1}), idle(1, {sys, doc_a, q1}), idle(2)})},
+         floating(doc_a_q2),
+         {0, 1, route::hit, 2, 20200}},
+        {"equal shares: the lower id",
+         {backend({idle(0, {sys, doc_a, q1}), idle(1, {sys, doc_a, q1}), idle(2)})},
+         floating(doc_a_q2),
+         {0, 0, route::hit, 2, 20200}},
+        {"a share under the similarity threshold does not count: the least recently used slot",
+         {backend({valued(0, 100, 0, 10), valued(1, 50000, 5, 500), busy(2, {{"other", 100}})})},
+         floating(request({sys, doc_b, q1}, 2)),
+         {0, 1, route::miss_new_prefix}},
+        {"never used slots are the least recent; among them the higher id, as llama-server loops",
+         {backend({idle(0), idle(1), valued(2, 100, 0, 10)})},
+         floating(doc_a_q2),
+         {0, 1, route::miss_new_prefix}},
+        {"no idle slot: llama-server queues it, no slot planned",
+         {backend({busy(0, {sys, doc_a, q1}), busy(1)})},
+         floating(doc_a_q2),
+         {0, std::nullopt, route::miss_slot_busy}},
+        {"a short one-off takes no scratch slot: llama-server does not know it",
+         {backend({idle(0, {{"sysX", 200}, {"hi", 100}}), idle(1)})},
+         floating(one_off),
+         {0, 0, route::hit, 1, 200}},
+    });
+}

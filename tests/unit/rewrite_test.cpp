@@ -645,3 +645,27 @@ TEST_CASE("rewrite: OpenAI Responses bodies go through the same rules and back")
     CHECK(rw::chat_to_responses(rw::responses_to_chat(no_instructions), no_instructions) ==
           no_instructions);
 }
+
+TEST_CASE("rewrite: a coding agent's first request and its next one lose the same lines") {
+    // Claude Code's first request ends with its agent list, a system message after the question;
+    // the next one ends with a tool result. Both must come out with the same system prompt.
+    cfg::rewrite_rules settings;
+    settings.system_to_front = true;
+    settings.volatile_presets = {"date", "billing_header"};
+    const rw::compiled_rules rules(settings);
+    rw::memory mem(1 << 20);
+    const auto system = msg("system", "x-anthropic-billing-header: cc_version=2.1.332.6c4;\n"
+                                      "You are an agent.\nToday's date is 2026-12-02.\n");
+    const auto first = send(rules, mem, chat({system, msg("user", "question"), msg("system", "agents")}));
+    const auto next = send(rules, mem,
+                           chat({system, msg("user", "question"), msg("system", "agents"),
+                                 msg("assistant", "reading"), msg("user", "tool result")}));
+    CHECK(first.applied == std::vector<std::string>{"system_to_front=1", "volatile_lines=2"});
+    // The next one also gives the question back the block it carried the first time.
+    CHECK(next.applied ==
+          std::vector<std::string>{"system_to_front=1", "volatile_lines=2", "turn_notes=1"});
+    CHECK(first.body["messages"][0] == next.body["messages"][0]);
+    CHECK(first.body["messages"][2] == next.body["messages"][2]);
+    CHECK(first.body["messages"][0]["content"] == "You are an agent.\n");
+    CHECK(first.body["messages"][1] == msg("system", "agents"));
+}

@@ -1,0 +1,84 @@
+// The real coding agents through warmslot never pay more than straight to llama-server: the
+// Codex CLI (OpenAI Responses) and Claude Code (Anthropic Messages), installed from npm at pinned
+// versions, three sessions each with a llama-server restart before the third, on the plain and
+// the hybrid test model, with warmslot's default config and with the coding-agent rules, and with
+// llama.cpp's real Qwen3.5 template. Tokens are llama-server's own /metrics.
+//
+// Targets, per agent and model: through warmslot, session 2 and the session after the restart
+// each compute at most what llama-server alone computes for session 2, plus 64; no session
+// computes more than llama-server alone's same session.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { makeProject, qwen35Template, runSeries, served } from './lib/agent-series.mjs';
+
+const slack = 64;
+const log = (line) => console.log(`# ${line}`);
+
+function assertServed(series, what) {
+  series.sessions.forEach((s, i) => {
+    assert.ok(served(s),
+      `${what} session ${i + 1}: the agent failed (exit ${s.code}${s.timedOut ? ', timed out' : ''}):\n${s.stderr}\n${s.stdout}`);
+  });
+}
+
+// Access lines of requests whose client read the whole answer: none may say client_gone.
+function assertNoClientGone(series, what) {
+  const gone = series.wsLog.split('\n').filter((l) => /access/.test(l) && /client_gone/.test(l));
+  assert.deepEqual(gone, [], `${what}: requests of agents that exited 0 were logged as client_gone`);
+}
+
+function assertTargets(alone, through, what) {
+  const a = alone.sessions.map((s) => s.computed);
+  const w = through.sessions.map((s) => s.computed);
+  const bound = a[1] + slack;
+  assert.ok(w[1] <= bound, `${what}: session 2 computed ${w[1]}, bound ${bound} (alone ${a}, warmslot ${w})`);
+  assert.ok(w[2] <= bound, `${what}: the session after the restart computed ${w[2]}, bound ${bound} (alone ${a}, warmslot ${w})`);
+  w.forEach((n, i) => assert.ok(n <= a[i],
+    `${what}: session ${i + 1} computed ${n}, more than llama-server alone's ${a[i]} (alone ${a}, warmslot ${w})`));
+}
+
+for (const arch of ['llama', 'qwen35']) {
+  for (const agent of ['codex', 'claude']) {
+    test(`${agent} on ${arch}: sessions through warmslot cost no more than straight to llama-server`, { timeout: 1500000 }, async () => {
+      const project = makeProject();
+      try {
+        const alone = await runSeries({ agent, arch, mode: 'alone', ...project, log });
+        assertServed(alone, 'llama-server alone');
+        for (const mode of ['default', 'rules']) {
+          const through = await runSeries({ agent, arch, mode, ...project, log });
+          assertServed(through, `warmslot ${mode}`);
+          assertNoClientGone(through, `warmslot ${mode}`);
+          assertTargets(alone, through, `${agent} ${arch} warmslot ${mode}`);
+        }
+      } finally {
+        project.remove();
+      }
+    });
+  }
+}
+
+// llama.cpp's Qwen3.5 template renders the tools into the prompt and refuses a system message
+// after the first user turn (Claude Code sends one): with the rules warmslot serves it, and the
+// session after a restart restores the agent's prefix instead of computing it again.
+for (const agent of ['codex', 'claude']) {
+  test(`${agent} with the real Qwen3.5 template and the rules: the session after a restart is restored`, { timeout: 1500000 }, async () => {
+    const project = makeProject();
+    const template = qwen35Template();
+    try {
+      const through = await runSeries({ agent, arch: 'qwen35', mode: 'rules', template, ...project, log });
+      assertServed(through, 'warmslot rules');
+      assertNoClientGone(through, 'warmslot rules');
+      const w = through.sessions.map((s) => s.computed);
+      assert.ok(w[2] <= w[1] + slack, `the session after the restart computed ${w[2]}, session 2 ${w[1]} (${w})`);
+      assert.ok(w[2] * 4 < w[0], `the session after the restart computed ${w[2]} of the first session's ${w[0]}`);
+      if (agent === 'codex') {  // Claude Code's late system message is refused by the template
+        const alone = await runSeries({ agent, arch: 'qwen35', mode: 'alone', template, ...project, log });
+        assertServed(alone, 'llama-server alone');
+        assertTargets(alone, through, `${agent} qwen35 template warmslot rules`);
+      }
+    } finally {
+      project.remove();
+    }
+  });
+}

@@ -1,0 +1,87 @@
+// A series of real agent sessions, as a user has them: three sessions in one project directory,
+// a llama-server restart between the second and the third. What each session cost is read from
+// llama-server's /metrics (every prompt token it computed, warmslot's own priming and probes
+// included), for llama-server alone or behind warmslot. Shared by tests/integration/agents.test.mjs
+// and the benchmark tests/bench/agents.mjs.
+import fs from 'node:fs';
+import path from 'node:path';
+import { getJson, restartLlama, startLlama } from './llama.mjs';
+import { tempDir, waitFor } from './procs.mjs';
+import { startWarmslot } from './warmslot.mjs';
+import { agentLlamaArgs, agentRules, agents, makeHome } from './agents.mjs';
+
+const settings = 'routing:\n  reconcile_interval: 100ms\n';
+
+export async function promptTokensTotal(url) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(text.match(/^llamacpp:prompt_tokens_total (\d+)/m)?.[1] ?? NaN);
+}
+
+// The real Qwen3.5 chat template shipped in the pinned llama.cpp tree.
+export function qwen35Template() {
+  const dir = path.join(process.env.WARMSLOT_CACHE ?? path.join(process.env.HOME, '.cache/warmslot'),
+    'llama-node-llama-cpp-3.21.1/src/models/templates/Qwen3.5-4B.jinja');
+  if (!fs.existsSync(dir)) throw new Error(`no ${dir}: run tests/llama/llama-server.sh first`);
+  return dir;
+}
+
+// Codex exits 0. Claude Code exits 1 when an answer stops at its output limit (the test model's
+// random text never ends by itself): that message proves it received and read the whole answer.
+export const served = (s) => !s.timedOut &&
+  (s.code === 0 || (s.code === 1 && /response exceeded the \d+ output token maximum/.test(s.stdout)));
+
+// The sessions' questions: one per session, the same in every mode so prompts compare.
+export const questions = [
+  'Session 1: what does this directory hold? Answer in one word.',
+  'Session 2: name one file here. Answer in one word.',
+  'Session 3: is this a git repository? Answer yes or no.',
+];
+
+// Runs the series. mode: 'alone' (the agent talks to llama-server), 'default' (warmslot with its
+// default config), 'rules' (warmslot with the coding-agent rules). template: a chat template
+// file for llama-server (--jinja --chat-template-file), or undefined for the model's own.
+// Returns { sessions: [{ computed, code, seconds, ... }], log } and stops everything it started.
+export async function runSeries({ agent, arch, mode, template, workDir, home, log = () => {} }) {
+  const extra = [...agentLlamaArgs, ...(template ? ['--jinja', '--chat-template-file', template] : [])];
+  let llama = await startLlama({ arch, slots: 2, ctx: 131072, extra });
+  let ws = null;
+  const sessions = [];
+  try {
+    if (mode !== 'alone') {
+      ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+        extra: settings + (mode === 'rules' ? agentRules : '') });
+      await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    }
+    for (let i = 0; i < questions.length; i++) {
+      if (i === 2) llama = await restartLlama(llama);
+      const before = i === 2 ? 0 : await promptTokensTotal(llama.url);
+      const start = Date.now();
+      const r = await agents[agent]({ baseUrl: (ws ?? llama).url, workDir, home, question: questions[i] });
+      const seconds = (Date.now() - start) / 1000;
+      // A restarted server counts from 0; everything it computed since belongs to this session.
+      const computed = (await promptTokensTotal(llama.url)) - before;
+      const s = { computed, code: r.code, timedOut: !!r.timedOut, seconds, stdout: r.stdout.slice(-2000),
+        stderr: r.stderr.slice(-4000) };
+      sessions.push(s);
+      log(`${agent} ${arch} ${mode} session ${i + 1}: computed ${computed} tokens in ${seconds.toFixed(1)} s (exit ${r.code})`);
+    }
+    const wsLog = ws ? fs.readFileSync(ws.logFile, 'utf8') : '';
+    return { sessions, wsLog, llamaLog: llama.proc.logFile, wsLogFile: ws?.logFile };
+  } finally {
+    if (ws) await ws.stop();
+    await llama.stop();
+  }
+}
+
+// The user's home and the project directory the agent is started in (a few files): the same
+// paths for every mode, so that every mode sees the same prompts. Returns { home, workDir, remove }.
+export function makeProject() {
+  const home = makeHome();
+  const dir = tempDir('agent-project');
+  fs.writeFileSync(path.join(dir, 'README.md'), '# demo\n\nA tiny project for agent sessions.\n');
+  fs.writeFileSync(path.join(dir, 'main.c'), 'int main(void) { return 0; }\n');
+  const remove = () => {
+    for (const d of [home, dir]) fs.rmSync(d, { recursive: true, force: true });
+  };
+  return { home, workDir: dir, remove };
+}
