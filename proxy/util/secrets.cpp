@@ -18,9 +18,14 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
 }  // namespace
 
 bool matches_any_key(std::string_view given, const std::vector<std::string>& keys) noexcept {
-    bool found = false;
-    for (const auto& k : keys) {
-        found = constant_time_equal(given, k) || found;  // no short-circuit on the compare
+    return matching_key(given, keys) < keys.size();
+}
+
+std::size_t matching_key(std::string_view given, const std::vector<std::string>& keys) noexcept {
+    std::size_t found = keys.size();
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        const bool same = constant_time_equal(given, keys[i]);  // every key compared in full
+        found = same && found == keys.size() ? i : found;
     }
     return found;
 }
