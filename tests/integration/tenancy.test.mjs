@@ -371,4 +371,14 @@ test('run.sh installs only what building and running need; the cluster\'s HAProx
   assert.doesNotMatch(section('frontend llm'), /stats/, 'no stats page on the client frontend');
   const stats = section('listen stats');
   assert.match(stats, /^\s+bind 127\.0\.0\.1:\d+$/m, 'stats on loopback only');
+  // HAProxy accepts it as shipped for real hosts (no namespaces there).
+  const haproxy = spawnSync('haproxy', ['-v'], { encoding: 'utf8' });
+  if (haproxy.status === 0) {
+    const dir = tempDir('haproxy');
+    const file = path.join(dir, 'haproxy.cfg');
+    fs.writeFileSync(file, cfg.replaceAll(' namespace wsc-lb', ''));
+    const check = spawnSync('haproxy', ['-c', '-f', file], { encoding: 'utf8' });
+    assert.equal(check.status, 0, check.stdout + check.stderr);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
