@@ -8,7 +8,8 @@
 namespace warmslot::service {
 namespace {
 
-// The caller when no keys are configured: anyone may do anything, as one tenant.
+// The caller when no keys are configured (anyone may do anything, as one tenant), and the
+// grant of a plain key.
 const config::key_grant open_grant{config::key_role::admin, ""};
 
 std::string_view bearer_token(std::string_view header) {
@@ -38,7 +39,10 @@ gate pipeline::screen(const config::config& cfg, const api::endpoint& ep,
         if (given.empty()) given = std::string_view(req["X-Api-Key"]);
         const auto i =
             given.empty() ? cfg.api_keys.size() : util::matching_key(given, cfg.api_keys);
-        grant = i < cfg.key_grants.size() ? &cfg.key_grants[i] : nullptr;
+        // A key without a grant (a config built in code) is a plain key: an admin.
+        grant = i >= cfg.api_keys.size()    ? nullptr
+                : i < cfg.key_grants.size() ? &cfg.key_grants[i]
+                                            : &open_grant;
     }
     if (who) *who = grant;
     if (!ep.needs_auth) return gate::pass;
