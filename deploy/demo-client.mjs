@@ -20,9 +20,16 @@ async function ask(question) {
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${JSON.stringify(body)}`);
   const t = body.timings ?? {};
   const h = (name) => res.headers.get(`x-warmslot-${name}`);
+  // warmslot's counts: what it computed to prime the slot (restoring a prefix from disk, say)
+  // is work done for this request, though llama-server then reports it as cached.
+  const processed = h('processed-tokens') ?? t.prompt_n;
+  const cached = h('cached-tokens') ?? t.cache_n;
+  const primed = Number(processed) - Number(t.prompt_n);
+  const reused = Math.max(0, Number(cached) - Math.max(0, primed));
   console.log(`  "${question}" -> HTTP ${res.status}, backend ${h('backend')} slot ${h('slot')}, ` +
     `route: ${h('route')}${h('disk') ? `, disk: ${h('disk')}` : ''}\n` +
-    `      ${t.prompt_n} prompt tokens processed, ${t.cache_n} reused from the cache, ${ms.toFixed(0)} ms`);
+    `      ${processed} prompt tokens processed${primed > 0 ? ` (${primed} to prime the slot)` : ''}, ` +
+    `${reused} reused from the cache, ${ms.toFixed(0)} ms`);
 }
 
 console.log(`\nA document of ${doc.length} bytes and two questions through ${base}:`);

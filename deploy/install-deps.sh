@@ -2,14 +2,22 @@
 # Installs every Debian 12 package warmslot needs to build, run and test, and to build and
 # test its Debian package (debhelper, go-md2man for the manual page, lintian, mmdebstrap).
 # Safe to run again: apt-get skips what is already there.
+#   --run      only what building and running warmslot needs (deploy/run.sh): no test tools,
+#              no nginx or haproxy (Debian starts them on install: nginx would take port 80)
+#   --list     print the packages it would install, install nothing
 #   --browser  also Chromium, for the dashboard test (tests/integration/dashboard.test.mjs);
 #              large (about 300 MB installed), so only the test run asks for it.
 set -euo pipefail
 
-packages=(
-  build-essential clang libclang-rt-14-dev llvm-14 cmake ninja-build git ca-certificates curl pkg-config
+# Building and running warmslot (and the demo's pinned llama-server, built from source).
+run_packages=(
+  build-essential cmake ninja-build git ca-certificates curl pkg-config
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libyaml-cpp-dev doctest-dev libsqlite3-dev libxxhash-dev libmimalloc-dev libre2-dev
+  libyaml-cpp-dev libsqlite3-dev libxxhash-dev libmimalloc-dev libre2-dev
+)
+# Testing it, and building and testing its package.
+test_packages=(
+  clang libclang-rt-14-dev llvm-14 doctest-dev
   nginx-light sqlite3 ccache
   haproxy iproute2
   debhelper dpkg-dev go-md2man lintian mmdebstrap
@@ -18,13 +26,25 @@ packages=(
 # llvm-14: llvm-symbolizer, for file and line in sanitizer reports (tests/sanitizers.sh).
 # haproxy and iproute2 (ip netns): the multi-host setup in deploy/cluster/ and its test.
 # The pinned llama-server and the openai client tests come from npm.
-command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+run_only=0
+browser=0
+list=0
 for arg in "$@"; do
   case "$arg" in
-    --browser) packages+=(chromium) ;;
-    *) echo "usage: install-deps.sh [--browser]" >&2; exit 2 ;;
+    --run) run_only=1 ;;
+    --browser) browser=1 ;;
+    --list) list=1 ;;
+    *) echo "usage: install-deps.sh [--run] [--browser] [--list]" >&2; exit 2 ;;
   esac
 done
+packages=("${run_packages[@]}")
+if ((!run_only)); then packages+=("${test_packages[@]}"); fi
+if ((browser)); then packages+=(chromium); fi
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+if ((list)); then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do

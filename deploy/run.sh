@@ -14,8 +14,9 @@ cd "$(dirname "$0")/.."
 config=""
 if [ "${1:-}" = "--config" ]; then config=${2:?--config needs a file}; fi
 
-bash deploy/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Only what building and running needs: no test tools, no web servers that start on install.
+bash deploy/install-deps.sh --run
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWARMSLOT_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)" --target warmslot
 
 work=$(mktemp -d /tmp/warmslot-run.XXXXXX)

@@ -9,7 +9,7 @@
 #
 #   --hosts     how many hosts (default 2; 1 drops h2 from the balancer)
 #   --balance   hash (default: prefix affinity, haproxy.cfg as it is) | roundrobin
-#   --port      the balancer's port on 127.0.0.1 (default 8090)
+#   --port      the balancer's port on 127.0.0.1 (default 8090); its stats page is on the next
 #   --slots     llama-server -np per host (default 4); --ctx tokens per slot (default 16384)
 #   --threads   llama-server -t per host (default 1: each host its own core on a 2-core machine)
 #   --llama-args  more llama-server arguments, e.g. "--cache-ram 0"
@@ -177,14 +177,19 @@ for ((i = 1; i <= hosts; i++)); do
 done
 
 cfg=$dir/haproxy.cfg
-sed -e "s/^\(    bind 127\.0\.0\.1:\)8090$/\1$port/" "$here/haproxy.cfg" >"$cfg"
+# The stats page on the port after the balancer's; no user, group or chroot: the servers are
+# reached in network namespaces, which needs root.
+stats_port=$((port + 1))
+sed -e "s/^\(    bind 127\.0\.0\.1:\)8090$/\1$port/" -e "s/^\(    bind 127\.0\.0\.1:\)8404$/\1$stats_port/" \
+  -e '/^    user haproxy$/d' -e '/^    group haproxy$/d' -e '/^    chroot \/var\/lib\/haproxy$/d' \
+  "$here/haproxy.cfg" >"$cfg"
 [ "$balance" = roundrobin ] && sed -i 's/^    balance hash var(txn.prefix)$/    balance roundrobin/' "$cfg"
 ((hosts == 1)) && sed -i '/^    server h2 /d' "$cfg"
 haproxy -c -q -f "$cfg"
 haproxy -db -f "$cfg" >"$dir/haproxy.log" 2>&1 &
 haproxy_pid=$!
 pids+=("$haproxy_pid")
-stats="http://127.0.0.1:$port/balancer/stats;csv"
+stats="http://127.0.0.1:$stats_port/balancer/stats;csv"
 # Ready when every host passed its health checks.
 up_count() { curl -sf --max-time 5 "$stats" | awk -F, '$1 == "warmslot_hosts" && $2 ~ /^h[0-9]$/ && $18 == "UP"' | wc -l; }
 all_up() {

@@ -87,7 +87,13 @@ chmod 0644 "$unit_path.new" && mv -f "$unit_path.new" "$unit_path"
 install -d -m 0755 "$conf_dir"
 install -m 0644 "$repo/config/warmslot.schema.json" "$conf_dir/warmslot.schema.json"
 if [ ! -e "$conf_dir/warmslot.yaml" ]; then
-  install -m 0644 "$repo/config/warmslot.example.yaml" "$conf_dir/warmslot.yaml"
+  # The example, with its `- ${WARMSLOT_API_KEY}` line in use: the service starts keyed.
+  # shellcheck disable=SC2016 # ${NAME} is meant literally
+  sed 's|^  # - \${WARMSLOT_API_KEY}$|  - ${WARMSLOT_API_KEY}|' "$repo/config/warmslot.example.yaml" \
+    >"$conf_dir/warmslot.yaml.new"
+  grep -q '^  - \${WARMSLOT_API_KEY}$' "$conf_dir/warmslot.yaml.new" ||
+    { echo "install.sh: no '# - \${WARMSLOT_API_KEY}' line in the example config" >&2; exit 1; }
+  chmod 0644 "$conf_dir/warmslot.yaml.new" && mv -f "$conf_dir/warmslot.yaml.new" "$conf_dir/warmslot.yaml"
   echo "installed the example config as $conf_dir/warmslot.yaml: edit its backends"
 fi
 if [ ! -e "$conf_dir/env" ]; then

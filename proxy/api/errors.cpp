@@ -41,6 +41,11 @@ constexpr std::array<row, all_error_kinds.size()> table{{
     {error_kind::overloaded, "overloaded", {503, "unavailable_error", "overloaded_error"}},
     {error_kind::upstream_timeout, "upstream_timeout", {504, "timeout_error", "timeout_error"}},
     {error_kind::internal, "internal", {500, "server_error", "api_error"}},
+    {error_kind::forbidden, "forbidden", {403, "permission_error", "permission_error"}},
+    {error_kind::unsupported_media_type,
+     "unsupported_media_type",
+     {415, invalid_request, invalid_request}},
+    {error_kind::misdirected, "misdirected", {421, invalid_request, invalid_request}},
 }};
 
 constexpr bool table_in_enum_order() {

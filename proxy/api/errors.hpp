@@ -29,6 +29,9 @@ enum class error_kind {
     overloaded,            // 503: too many connections
     upstream_timeout,      // 504: the backend did not answer in time
     internal,              // 500: a bug or an unexpected state in the proxy
+    forbidden,             // 403: a valid key whose role may not call this endpoint
+    unsupported_media_type,  // 415: a body read as JSON sent with another Content-Type
+    misdirected,           // 421: a Host header warmslot does not answer for
 };
 
 inline constexpr std::array all_error_kinds{
@@ -39,6 +42,8 @@ inline constexpr std::array all_error_kinds{
     error_kind::backend_unreachable, error_kind::backend_bad_response,
     error_kind::backend_unavailable, error_kind::overloaded,
     error_kind::upstream_timeout,    error_kind::internal,
+    error_kind::forbidden,           error_kind::unsupported_media_type,
+    error_kind::misdirected,
 };
 
 struct error_info {

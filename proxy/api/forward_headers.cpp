@@ -42,6 +42,9 @@ bool forward_request_header(std::string_view name) noexcept {
 
 bool forward_response_header(std::string_view name) noexcept {
     constexpr std::array<std::string_view, 2> own = {"content-length", "server"};
+    // llama-server reflects any Origin: warmslot's own CORS policy decides (service/gate.cpp).
+    constexpr std::string_view cors = "access-control-";
+    if (name.size() >= cors.size() && iequals(name.substr(0, cors.size()), cors)) return false;
     return !listed(name, hop_by_hop) && !listed(name, own);
 }
 

@@ -10,7 +10,8 @@ namespace warmslot::api {
 // makes llama-server keep generating after the client has gone.
 bool forward_request_header(std::string_view name) noexcept;
 
-// False for hop-by-hop response headers; framing headers are set by warmslot's own writer.
+// False for hop-by-hop response headers, llama-server's CORS headers (Access-Control-*: warmslot
+// answers CORS itself) and framing headers, which warmslot's own writer sets.
 bool forward_response_header(std::string_view name) noexcept;
 
 }  // namespace warmslot::api

@@ -21,6 +21,9 @@
 #ifndef _WIN32
 #include <sys/resource.h>
 #endif
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "app/file_watch.hpp"
 #include "app/sd_notify.hpp"
@@ -306,10 +309,20 @@ void raise_fd_limit(const config::config& cfg) {
 #endif
 }
 
+// Nothing else running as warmslot's user (a supervised llama-server included) may read its
+// memory or /proc/<pid>/environ, where the API keys are: the process is not dumpable.
+void forbid_dumps() {
+#ifdef __linux__
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        spdlog::warn("could not make the process non-dumpable; its keys are readable by its user");
+#endif
+}
+
 }  // namespace
 
 int run(const std::string& path, config::config cfg, const run_options& options) {
     setup_logging(cfg, options);
+    forbid_dumps();
     raise_fd_limit(cfg);
     assign_ports(cfg);
     runtime rt(path, std::move(cfg));

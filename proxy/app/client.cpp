@@ -42,7 +42,11 @@ client_target client_target_of(const std::string& url, const std::string& api_ke
         throw std::runtime_error("--url " + url + ": " + *problem);
     }
     client_target t{parsed.host, parsed.port, ""};
-    if (!api_key_env.empty()) {
+    if (api_key_env.empty()) {
+        // The service installers write the key as WARMSLOT_API_KEY: used when it is set.
+        const char* v = std::getenv("WARMSLOT_API_KEY");
+        if (v && *v) t.key = v;
+    } else {
         const char* v = std::getenv(api_key_env.c_str());
         if (!v || !*v)
             throw std::runtime_error("environment variable " + api_key_env + " is not set");

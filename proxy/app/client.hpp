@@ -14,7 +14,8 @@ struct client_target {
     std::string key;  // "" = no Authorization header. Never printed.
 };
 
-// From --url and --api-key-env (may be ""). Throws std::runtime_error with a clear message.
+// From --url and --api-key-env (may be "": then the key is $WARMSLOT_API_KEY when set).
+// Throws std::runtime_error with a clear message.
 client_target client_target_of(const std::string& url, const std::string& api_key_env);
 
 struct client_response {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
+#include <random>
 #include <string_view>
 
 namespace warmslot::app {
@@ -94,14 +95,33 @@ std::vector<std::string> supervised_env(const config::backend& b,
         return std::any_of(b.env.begin(), b.env.end(),
                            [&](const auto& kv) { return same_name(kv.first, name, windows); });
     };
+    // The key warmslot gave the process is the only one it gets (getenv finds the first entry).
+    const auto keyed = [&](std::string_view name) {
+        return !b.child_key.empty() && same_name(name, child_key_variable, windows);
+    };
     for (const std::string& entry : parent) {
         const auto eq = entry.find('=');
         if (eq == std::string::npos || eq == 0) continue;
         const std::string_view name = std::string_view(entry).substr(0, eq);
-        if (passes_to_backend(name, windows) && !set_by_config(name)) out.push_back(entry);
+        if (passes_to_backend(name, windows) && !set_by_config(name) && !keyed(name))
+            out.push_back(entry);
     }
-    for (const auto& [name, value] : b.env) out.push_back(name + "=" + value);
+    for (const auto& [name, value] : b.env) {
+        if (!keyed(name)) out.push_back(name + "=" + value);
+    }
+    if (!b.child_key.empty()) out.push_back(std::string(child_key_variable) + "=" + b.child_key);
     return out;
+}
+
+std::string random_child_key() {
+    std::random_device rd;  // the system's CSPRNG (getrandom on Linux, BCryptGenRandom on Windows)
+    constexpr char hex[] = "0123456789abcdef";
+    std::string key = "warmslot-";
+    for (int i = 0; i < 8; ++i) {
+        const auto r = rd();
+        for (int k = 0; k < 8; ++k) key += hex[(r >> (4 * k)) & 0xFu];
+    }
+    return key;
 }
 
 std::vector<std::string> supervised_argv(const config::backend& b) {

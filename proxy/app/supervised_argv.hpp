@@ -25,7 +25,14 @@ bool passes_to_backend(std::string_view name, bool windows);
 // The environment of `b`'s process, as NAME=value entries: the entries of `parent` (warmslot's,
 // as NAME=value) that pass, then `b.env`, which wins over a passed variable of the same name.
 // Entries without '=' or with an empty name (Windows' per-drive "=C:=C:\dir") are dropped.
+// With `b.child_key` set, the process also gets it as LLAMA_API_KEY (llama-server's --api-key,
+// not on the command line, which every local user can read), and no other value of it.
 std::vector<std::string> supervised_env(const config::backend& b,
                                         const std::vector<std::string>& parent, bool windows);
+
+inline constexpr std::string_view child_key_variable = "LLAMA_API_KEY";
+
+// A fresh key for a process warmslot starts: 256 random bits, as hex.
+std::string random_child_key();
 
 }  // namespace warmslot::app

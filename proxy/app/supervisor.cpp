@@ -39,6 +39,7 @@ void assign_ports(config::config& cfg) {
         b.host = "127.0.0.1";
         b.port = pick_free_loopback_port();
         b.url = "http://127.0.0.1:" + std::to_string(b.port);
+        b.child_key = random_child_key();
     }
 }
 

@@ -160,25 +160,6 @@ listen_address reader::read_listen(const entry& e) const {
     return out;
 }
 
-std::vector<std::string> reader::read_api_keys(const entry& e) const {
-    if (e.node.IsNull()) return {};
-    if (!e.node.IsSequence())
-        fail(e.line, e.path, "expected a list of keys, found " + std::string(kind_of(e.node)));
-    std::vector<std::string> keys;
-    for (std::size_t i = 0; i < e.node.size(); ++i) {
-        const YAML::Node item = e.node[i];
-        const entry item_entry{item, item_path(e.path, i), line_of(item, e.line)};
-        std::string key = read_api_key(item_entry);
-        const auto same = std::find(keys.begin(), keys.end(), key);
-        if (same != keys.end()) {
-            const auto first = static_cast<std::size_t>(same - keys.begin());
-            fail(item_entry.line, item_entry.path, "same key as " + item_path(e.path, first));
-        }
-        keys.push_back(std::move(key));
-    }
-    return keys;
-}
-
 // Never puts the key, or any part of it, into an error message.
 std::string reader::read_api_key(const entry& e) const {
     if (!e.node.IsScalar())
@@ -473,7 +454,8 @@ config reader::read(const YAML::Node& root) {
                         c.backends = read_backends(v);
                         backends_line = v.line;
                     }},
-                   {"api_keys", [&](const entry& v) { c.api_keys = read_api_keys(v); }},
+                   {"api_keys", [&](const entry& v) { read_api_keys(v, c); }},
+                   {"http", [&](const entry& v) { c.http = read_http(v); }},
                    {"limits", [&](const entry& v) { c.limits = read_limits(v); }},
                    {"timeouts", [&](const entry& v) { c.timeouts = read_timeouts(v); }},
                    {"routing", [&](const entry& v) { c.routing = read_routing(v); }},

@@ -53,6 +53,9 @@ struct backend {
     // Variables set for the process on top of the allow-listed ones it gets from warmslot's
     // environment (app/supervised_argv.hpp), in file order; a value may be secret: never log.
     std::vector<std::pair<std::string, std::string>> env;
+    // The API key warmslot gives the process it starts and sends on every call to it (never
+    // parsed, never logged): set with the port when warmslot starts, kept by a reload.
+    std::string child_key;
 
     bool retired = false;  // removed by a reload: takes no new requests, drains
                            // (never set by the parser; see config/reload.hpp)
@@ -147,10 +150,38 @@ struct dashboard_settings {
     bool previews = true;  // keep and show the first characters of what each slot holds
 };
 
+// What a key may do (docs/security.md, "Keys, roles and tenants").
+enum class key_role {
+    client,    // the model API and explain; its tenant's part of /warmslot/status
+    observer,  // /metrics and its tenant's part of /warmslot/status; sends no requests
+    admin,     // everything: /admin/*, GET /slots, every tenant's status
+};
+
+// Who holds a key: its role and the tenant whose rewrite memory, previews and request list it
+// shares. Keys without a tenant share the default tenant ("").
+struct key_grant {
+    key_role role = key_role::admin;
+    std::string tenant;
+};
+
+// What browsers and other HTTP clients may do beyond the keys (docs/security.md).
+struct http_settings {
+    // Host header values (a name or address, without the port) requests may carry; a request
+    // naming another host gets 421. Unset: the loopback names when listening on loopback
+    // (localhost, 127.0.0.1, ::1), any host otherwise. ["*"]: any host.
+    std::vector<std::string> allowed_hosts;
+    bool allowed_hosts_set = false;
+    // Origins ("https://app.example") whose pages may call warmslot: they get
+    // Access-Control-Allow-Origin and answered preflights. Empty: no CORS answer at all.
+    std::vector<std::string> cors_origins;
+};
+
 struct config {
     listen_address listen;
     std::vector<backend> backends;
     std::vector<std::string> api_keys;  // resolved secrets; empty = no key required. Never log.
+    std::vector<key_grant> key_grants;  // one per api_keys entry, in the same order
+    http_settings http;
     // Qualified: a member named like its type would otherwise change the meaning of the name.
     ::warmslot::config::limits limits;
     ::warmslot::config::timeouts timeouts;

@@ -57,6 +57,7 @@ reload_plan plan_reload(const config& running, config parsed) {
             kept.back().host = old.host;
             kept.back().port = old.port;
             kept.back().url = old.url;
+            kept.back().child_key = old.child_key;
         }
         if (old.retired) {
             out.added.push_back(static_cast<int>(i));

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "api/errors.hpp"
+#include "util/escape.hpp"
 
 namespace warmslot::http_server {
 namespace {
@@ -59,7 +60,7 @@ void note_refusal(refusal_counts& counts, timed_stream& stream, refusal why, api
     counts.add(why);
     if (!cfg.log.access) return;
     const std::string_view method = head ? std::string_view(head->method_string()) : "-";
-    const std::string_view target = head ? short_target(head->target()) : "-";
+    const std::string target = head ? util::escape_controls(short_target(head->target())) : "-";
     access_log()->info("req={} {} {} {} backend=- slot=- route=\"-\" refused={} peer={} error={}",
                        id.empty() ? "-" : id, method.empty() ? "-" : method,
                        target.empty() ? "-" : target, api::describe(kind).status, name(why),
@@ -500,14 +501,39 @@ awaitable<void> server::drain(std::chrono::milliseconds grace) {
     }
 }
 
-awaitable<error_code> write_json(timed_stream& stream, unsigned status, std::string body,
-                                 bool keep_alive, const std::string& request_id,
-                                 std::chrono::milliseconds timeout) {
+namespace {
+
+// An answer warmslot writes itself: JSON with data about the server or its clients, never to be
+// cached or read as anything else.
+http::response<http::string_body> json_response(unsigned status, std::string body,
+                                                bool keep_alive, const std::string& request_id) {
     http::response<http::string_body> res{static_cast<http::status>(status), 11};
     res.set(http::field::content_type, "application/json; charset=utf-8");
+    res.set(http::field::cache_control, "no-store");
+    res.set("X-Content-Type-Options", "nosniff");
     res.set("X-Warmslot-Request-Id", request_id);
     res.keep_alive(keep_alive);
     res.body() = std::move(body);
+    return res;
+}
+
+}  // namespace
+
+awaitable<error_code> write_json(exchange& ex, unsigned status, std::string body,
+                                 std::chrono::milliseconds timeout) {
+    auto res = json_response(status, std::move(body), ex.keep_alive, ex.id);
+    for (const auto& [name, value] : ex.response_headers) res.set(name, value);
+    res.prepare_payload();
+    ex.client->expires_after(timeout);
+    const auto ec = co_await write_message(*ex.client, res);
+    ex.client->expires_never();
+    co_return ec;
+}
+
+awaitable<error_code> write_json(timed_stream& stream, unsigned status, std::string body,
+                                 bool keep_alive, const std::string& request_id,
+                                 std::chrono::milliseconds timeout) {
+    auto res = json_response(status, std::move(body), keep_alive, request_id);
     res.prepare_payload();
     stream.expires_after(timeout);
     const auto ec = co_await write_message(stream, res);

@@ -34,6 +34,9 @@ struct exchange {
     // The request has a body that was not read because the screen refused it: the body is
     // empty, keep_alive is false, and the connection closes after the answer.
     bool body_skipped = false;
+    // Headers every answer to this request carries (warmslot's CORS headers), set by the
+    // handler before it answers; write_json(exchange&, ...) and the relay add them.
+    std::vector<std::pair<std::string_view, std::string>> response_headers;
 };
 using handler = std::function<awaitable<void>(exchange&)>;
 
@@ -161,7 +164,11 @@ std::string serialized_head(const http::response_header<>& head);
 // The last chunk of a chunked body with its trailer fields, as Beast's chunk_last writes it.
 std::string serialized_last_chunk(const http::fields& trailers);
 
-// Writes a complete response with a JSON body (errors, health). Never throws.
+// Writes a complete response with a JSON body (errors, health), with Cache-Control: no-store
+// and X-Content-Type-Options: nosniff. Never throws.
+// The first form answers `ex`: its keep-alive, request id and response_headers.
+awaitable<error_code> write_json(exchange& ex, unsigned status, std::string body,
+                                 std::chrono::milliseconds timeout);
 awaitable<error_code> write_json(timed_stream& stream, unsigned status, std::string body,
                                  bool keep_alive, const std::string& request_id,
                                  std::chrono::milliseconds timeout);

@@ -142,14 +142,23 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
     return r;
 }
 
-std::optional<result> rewriter::apply(const json& body, std::string_view model) const {
+memory& rewriter::memory_of(std::string_view tenant) const {
+    std::lock_guard lock(mu_);
+    auto it = memories_.find(tenant);
+    if (it == memories_.end())
+        it = memories_.emplace(std::string(tenant), std::make_unique<memory>(memory_bytes_)).first;
+    return *it->second;
+}
+
+std::optional<result> rewriter::apply(std::string_view tenant, const json& body,
+                                      std::string_view model) const {
     if (!active_.load()) return std::nullopt;  // the default: every rule off
     if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array())
         return std::nullopt;
     const auto book = rules();
     const auto* rules = book->for_model(model);
     if (rules == nullptr) return std::nullopt;
-    return rewrite_chat(*rules, memory_, body);
+    return rewrite_chat(*rules, memory_of(tenant), body);
 }
 
 std::string describe(const std::vector<std::string>& applied) {

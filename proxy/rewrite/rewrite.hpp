@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,15 +53,18 @@ nlohmann::json chat_to_responses(nlohmann::json chat, const nlohmann::json& orig
 // The X-Warmslot-Rewrites value: the applied rules joined with ", ", or "none".
 std::string describe(const std::vector<std::string>& applied);
 
-// The rules of every model and the memory they share: what the request path holds.
-// Thread-safe: the rules are immutable and the memory locks.
+// The rules of every model and one memory per tenant: what the request path holds. A tenant's
+// requests are rewritten only from what that tenant's own earlier requests sent, so one
+// client's documents never reach another's request. Each memory has the configured size; the
+// tenants are those of the configured keys ("" for keys without one), so they are bounded.
+// Thread-safe: the rules are immutable, the memories lock, the map of them is locked.
 class rewriter {
   public:
     explicit rewriter(const config::rewrite_settings& s)
-        : rules_(std::make_shared<const rule_book>(s)), memory_(s.memory) {
+        : rules_(std::make_shared<const rule_book>(s)), memory_bytes_(s.memory) {
         active_ = rules_->any();
     }
-    // A config reload: new rules from now on (the memory and its size stay). Thread-safe.
+    // A config reload: new rules from now on (the memories and their size stay). Thread-safe.
     void set_rules(const config::rewrite_settings& s) {
         auto next = std::make_shared<const rule_book>(s);
         std::lock_guard lock(mu_);
@@ -67,21 +72,30 @@ class rewriter {
         rules_ = std::move(next);
     }
     // std::nullopt when no rule is on for `model` (the request's "model", as the request path
-    // classified it) or `body` is not a chat body.
-    std::optional<result> apply(const nlohmann::json& body, std::string_view model) const;
+    // classified it) or `body` is not a chat body. Reads `tenant`'s memory.
+    std::optional<result> apply(std::string_view tenant, const nlohmann::json& body,
+                                std::string_view model) const;
+    std::optional<result> apply(const nlohmann::json& body, std::string_view model) const {
+        return apply("", body, model);
+    }
     // After the rewritten request succeeded: the server now holds what was sent.
-    void remember(const result& r) { memory_.remember(r.update); }
-    const memory& remembered() const { return memory_; }
+    void remember(std::string_view tenant, const result& r) {
+        memory_of(tenant).remember(r.update);
+    }
+    void remember(const result& r) { remember("", r); }
+    const memory& remembered(std::string_view tenant = "") const { return memory_of(tenant); }
 
   private:
     std::shared_ptr<const rule_book> rules() const {
         std::lock_guard lock(mu_);
         return rules_;
     }
+    memory& memory_of(std::string_view tenant) const;
     mutable std::mutex mu_;
     std::shared_ptr<const rule_book> rules_;
     std::atomic<bool> active_ = false;  // rules_->any(), read without the lock
-    memory memory_;
+    std::uint64_t memory_bytes_;
+    mutable std::map<std::string, std::unique_ptr<memory>, std::less<>> memories_;  // by tenant
 };
 
 }  // namespace warmslot::rewrite

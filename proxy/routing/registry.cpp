@@ -329,6 +329,22 @@ void registry::set_healthy(int backend, bool healthy) {
     notify();
 }
 
+void registry::set_foreign(int backend, bool foreign) {
+    {
+        std::lock_guard lock(mu_);
+        auto& b = backends_[static_cast<std::size_t>(backend)];
+        b.foreign = foreign;
+        if (foreign) b.view.healthy = false;
+    }
+    notify();
+}
+
+bool registry::foreign(int backend) const {
+    std::lock_guard lock(mu_);
+    const auto i = static_cast<std::size_t>(backend);
+    return i < backends_.size() && backends_[i].foreign;
+}
+
 void registry::set_stopped(int backend, bool stopped) {
     std::lock_guard lock(mu_);
     auto& b = backends_[static_cast<std::size_t>(backend)];

@@ -129,6 +129,10 @@ public:
     // A supervised backend whose process is stopped or stopping: unhealthy whatever the
     // monitor last saw, until its process runs again (set false by the supervisor at start).
     void set_stopped(int backend, bool stopped);
+    // Another program answers on a supervised backend's port (it does not require the key
+    // warmslot gave its own process): no request goes there, not even as a last resort.
+    void set_foreign(int backend, bool foreign);
+    bool foreign(int backend) const;
     void reconcile(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
     void forget_all(int backend); // restart detected: nothing is held any more
     // The slot of a reserved ticket now holds exactly `levels` (`tokens` tokens): after a
@@ -171,6 +175,7 @@ private:
         bool tpb_learned = false;                // tokens per byte observed
         bool retired = false;                    // removed by a reload: never planned
         bool stopped = false;                    // supervised process not running
+        bool foreign = false;                    // see set_foreign
         std::uint64_t checks_started = 0;        // monitor checks begun and finished
         std::uint64_t checks_done = 0;
         std::uint64_t trusted_after = 0;         // no plans until checks_done reaches this

@@ -83,8 +83,8 @@ awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
         co_return;
     }
     out.status = 200;
-    auto ec = co_await http_server::write_json(*ex.client, 200, report.dump(), ex.keep_alive, ex.id,
-                                               out.cfg->timeouts.stream_idle);
+    auto ec =
+        co_await http_server::write_json(ex, 200, report.dump(), out.cfg->timeouts.stream_idle);
     if (ex.keep_alive && ec) ex.keep_alive = false;
 }
 

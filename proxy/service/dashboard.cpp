@@ -82,9 +82,11 @@ void pipeline::record(const http_server::exchange& ex, const outcome& out,
     r.ms = ms;
     if (out.error) r.error = std::string(api::name(*out.error));
     r.client_gone = out.client_gone;
+    if (out.caller) r.tenant = out.caller->tenant;
     if (cfg.dashboard.previews && out.slot && out.status == 200 && !out.backend.empty()) {
         status::slot_preview p;
         p.at_ms = r.at_ms;
+        p.tenant = r.tenant;
         const std::string_view label(ex.request["X-Warmslot-Label"]);
         if (!label.empty()) {
             p.text = status::preview_text(label, status::preview_chars);
@@ -117,12 +119,14 @@ awaitable<void> pipeline::dashboard(http_server::exchange& ex, outcome& out) {
         if (disk_) in.disk = disk_dirs(cfg, co_await disk_->listing());
         in.now_ms = unix_ms();
         in.now = routing::clock::now();
-        in.activity = activity_.view(in.now_ms);
+        // An admin sees every tenant; anyone else only what its tenant's requests did.
+        const bool all = !out.caller || out.caller->role == config::key_role::admin;
+        in.activity = activity_.view(in.now_ms, all ? nullptr : &out.caller->tenant);
         out.status = 200;
         auto ec = co_await http_server::write_json(
-            *ex.client, 200,
+            ex, 200,
             status::build_status(in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-            ex.keep_alive, ex.id, cfg.timeouts.stream_idle);
+            cfg.timeouts.stream_idle);
         if (ec) ex.keep_alive = false;
         co_return;
     }

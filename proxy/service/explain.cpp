@@ -22,7 +22,8 @@ std::optional<rewrite::result> try_apply(const rewrite::rewriter& r, const nlohm
                                          const outcome& out, const std::string& request_id,
                                          bool& failed) {
     try {
-        return r.apply(body, out.cls.model);
+        return r.apply(out.caller ? std::string_view(out.caller->tenant) : std::string_view(),
+                       body, out.cls.model);
     } catch (const std::exception& e) {
         log()->warn("req={} rewrite skipped: {}", request_id, e.what());
         failed = true;
@@ -110,8 +111,8 @@ awaitable<void> pipeline::explain(http_server::exchange& ex, outcome& out, nlohm
     report["request"] = std::move(body);
     out.status = 200;
     auto ec = co_await http_server::write_json(
-        *ex.client, 200, report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-        ex.keep_alive, ex.id, cfg.timeouts.stream_idle);
+        ex, 200, report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        cfg.timeouts.stream_idle);
     if (ec) ex.keep_alive = false;
 }
 

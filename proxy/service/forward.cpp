@@ -132,6 +132,8 @@ std::string upstream_head(const http::request<http::string_body>& in, const conf
         head.append(name).append(": ").append(std::string_view(field.value())).append("\r\n");
     }
     head.append("Host: ").append(b.host).append(":").append(std::to_string(b.port)).append("\r\n");
+    if (!b.child_key.empty())  // a process warmslot started takes only warmslot's own key
+        head.append("Authorization: Bearer ").append(b.child_key).append("\r\n");
     const auto m = in.method();
     if (body_size > 0 || m == http::verb::options || m == http::verb::put || m == http::verb::post) {
         head.append("Content-Length: ").append(std::to_string(body_size)).append("\r\n");
@@ -340,6 +342,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         const auto kind_of_error = timeout ? api::error_kind::upstream_timeout
                                            : api::error_kind::backend_unreachable;
         std::string message = "no backend could be reached: " + st.last_error.message();
+        if (!st.last_error) message = "no backend could be reached";  // none was tried
         if (timeout) message = "the backend did not answer in time";
         co_await fail(ex, out, kind_of_error, std::move(message));
     }
@@ -366,6 +369,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         const auto& b = cfg.backends[i];
         const bool planned = t.p.backend >= 0 && i == chosen;
         if (!planned && b.retired) continue;  // removed by a reload: draining
+        if (reg_.foreign(static_cast<int>(i))) continue;  // not the process warmslot started
         if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
         const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
         if (slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp)) {

@@ -21,7 +21,7 @@ void counter(std::string& out, std::string_view name, std::string_view help, dou
 
 awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
     const auto& cfg = *out.cfg;
-    if (!authorized(cfg, ex.request)) {
+    if (!out.caller) {  // no valid key (the header checks of service/gate.cpp)
         // A client without the key gets the bare status, from what the monitor last saw: no
         // backend names or URLs, and no request to any backend on its behalf.
         const auto views = reg_.snapshot();
@@ -31,8 +31,8 @@ awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
         }
         out.status = any_ok ? 200 : 503;
         const nlohmann::json report = {{"status", any_ok ? "ok" : "unavailable"}};
-        auto ec = co_await http_server::write_json(*ex.client, out.status, report.dump(),
-                                                   ex.keep_alive, ex.id, cfg.timeouts.stream_idle);
+        auto ec = co_await http_server::write_json(ex, out.status, report.dump(),
+                                                   cfg.timeouts.stream_idle);
         if (ec) ex.keep_alive = false;
         co_return;
     }
@@ -55,8 +55,8 @@ awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
                              {"warmslot", {{"status", "ok"}}},
                              {"backends", backends}};
     out.status = any_ok ? 200 : 503;
-    auto ec = co_await http_server::write_json(*ex.client, out.status, report.dump(),
-                                               ex.keep_alive, ex.id, cfg.timeouts.stream_idle);
+    auto ec =
+        co_await http_server::write_json(ex, out.status, report.dump(), cfg.timeouts.stream_idle);
     if (ec) ex.keep_alive = false;
 }
 
@@ -88,8 +88,7 @@ awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
     }
     out.status = 200;
     nlohmann::json body = {{"object", "list"}, {"data", data}};
-    auto ec = co_await http_server::write_json(*ex.client, 200, body.dump(), ex.keep_alive, ex.id,
-                                               cfg.timeouts.stream_idle);
+    auto ec = co_await http_server::write_json(ex, 200, body.dump(), cfg.timeouts.stream_idle);
     if (ec) ex.keep_alive = false;
 }
 
@@ -136,6 +135,9 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     }
     http::response<http::string_body> res{http::status::ok, 11};
     res.set(http::field::content_type, "text/plain; version=0.0.4");
+    res.set(http::field::cache_control, "no-store");
+    res.set("X-Content-Type-Options", "nosniff");
+    for (const auto& [name, value] : ex.response_headers) res.set(name, value);
     res.set("X-Warmslot-Request-Id", ex.id);
     res.keep_alive(ex.keep_alive);
     res.body() = std::move(text);

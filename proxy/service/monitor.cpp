@@ -2,6 +2,7 @@
 
 #include "util/log.hpp"
 
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -137,6 +138,26 @@ void monitor::unreadable(const config::backend& b, watch_state& st, const char* 
                 "takes no requests until it answers properly (polling goes on)", b.name, what);
 }
 
+// A process warmslot started requires the key warmslot gave it: one that answers /props without
+// it is another program on that port (started there while warmslot's was stopped), and gets
+// no request. Backends warmslot does not start are taken as they are.
+awaitable<bool> monitor::own_process(config::backend b, watch_state& st) {
+    if (b.child_key.empty()) co_return true;
+    auto bare = b;
+    bare.child_key.clear();
+    const auto r =
+        co_await upstream::call(pool_, bare, http::verb::get, "/props", "", call_timeout);
+    if (r.ec || r.status == 401) {  // unreachable: the usual checks say so
+        st.impostor = false;
+        co_return true;
+    }
+    if (std::exchange(st.impostor, true)) co_return false;
+    log()->error("backend {}: the process on {} answers without the key warmslot gave the "
+                 "process it started: it is not that process, and gets no requests",
+                 b.name, b.url);
+    co_return false;
+}
+
 // Reads /props (and, when the backend is new, came back or changed, /v1/models and
 // /lora-adapters, and probes its slots), then /slots.
 awaitable<bool> monitor::look(std::size_t i) {
@@ -160,6 +181,12 @@ awaitable<bool> monitor::look(std::size_t i) {
         // New, back after a failure, or another model, file or build: no plans on the old
         // beliefs until it has been read again and its slots probed.
         reg_.set_healthy(idx, false);
+        const bool own = co_await own_process(b, st);
+        reg_.set_foreign(idx, !own);
+        if (!own) {
+            st.down = true;
+            co_return false;
+        }
         co_await read_identity(b, i, info, reading->model_alias, stamp, flags);
         if (!st.identity.empty() && info.identity != st.identity) {
             log()->warn("backend {} restarted or changed ({}): its slots are assumed empty",

@@ -40,6 +40,7 @@ private:
         bool watching = false;
         bool warned = false;          // the unstable-slots warning was logged
         bool unreadable = false;      // an unreadable answer was logged (until a good one)
+        bool impostor = false;        // another process on a supervised port was logged
         bool down = true;             // not seen answering since start or since it failed:
                                       // everything is read afresh when it answers
         bool probe_pending = true;    // slot stability still to be probed
@@ -52,6 +53,7 @@ private:
     awaitable<void> watch(std::size_t backend);
     awaitable<void> refresh(std::size_t backend);  // one check; never throws
     awaitable<bool> look(std::size_t backend);
+    awaitable<bool> own_process(config::backend b, watch_state& st);
     awaitable<void> read_identity(const config::backend& b, std::size_t backend,
                                   routing::backend_info& info, const std::string& alias,
                                   const std::string& stamp, const std::string& flags);

@@ -13,7 +13,7 @@
 #include "api/json_parse.hpp"
 #include "service/relay.hpp"
 #include "service/wakeup.hpp"
-#include "util/secrets.hpp"
+#include "util/escape.hpp"
 
 namespace warmslot::service {
 namespace {
@@ -21,14 +21,6 @@ namespace {
 std::shared_ptr<spdlog::logger> access_log() {
     static auto logger = util::module_logger("access");
     return logger;
-}
-
-std::string_view bearer_token(std::string_view header) {
-    constexpr std::string_view prefix = "Bearer ";
-    if (header.size() > prefix.size() && header.substr(0, prefix.size()) == prefix) {
-        return header.substr(prefix.size());
-    }
-    return {};
 }
 
 }  // namespace
@@ -56,10 +48,11 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
     out.cls.ep = api::classify(std::string_view(ex.request.method_string()),
                                std::string_view(ex.request.target()));
     const auto& ep = out.cls.ep;
-    // The key check comes before the body is parsed: a client without a key costs no parsing.
-    const bool allowed = !ep.needs_auth || authorized(*out.cfg, ex.request);
+    cors_headers(*out.cfg, ex);
+    // The checks come before the body is parsed: a client without a key costs no parsing.
+    const gate g = screen(*out.cfg, ep, ex.request, &out.caller);
     nlohmann::json body;
-    if (allowed &&
+    if (g == gate::pass &&
         (ep.kind == api::endpoint_kind::forward_json || ep.kind == api::endpoint_kind::explain)) {
         body = api::parse_json(ex.request.body());
         if (const auto m = body.find("model"); m != body.end() && m->is_string()) {
@@ -67,7 +60,9 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
         }
     }
     const auto path = api::path_of(std::string_view(ex.request.target()));
-    if (auto refused = check(ex.request, ep, allowed, &body)) {
+    if (ex.request.method() == http::verb::options && g != gate::misdirected) {
+        co_await preflight(ex, out);
+    } else if (auto refused = check(ex.request, ep, g, &body)) {
         co_await fail(ex, out, refused->kind, std::move(refused->message));
     } else if (ep.kind == api::endpoint_kind::health) {
         co_await health(ex, out);
@@ -86,7 +81,8 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
         std::optional<rewrite::result> rewritten;
         if (json_body) rewritten = apply_rewrites(ex, body, out);
         co_await forward(ex, out, json_body ? &body : nullptr);
-        if (rewritten && out.status == 200 && !out.client_gone) rewriter_.remember(*rewritten);
+        if (rewritten && out.status == 200 && !out.client_gone)
+            rewriter_.remember(out.caller->tenant, *rewritten);
     }
     const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
     log_access(ex, out, took.count());
@@ -96,13 +92,26 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
 // Why a request is refused before it reaches a backend, if it is. `body` is the parsed JSON
 // body of forward_json endpoints (null: absent or not JSON).
 std::optional<rejection> pipeline::check(const http::request<http::string_body>& req,
-                                         const api::endpoint& ep, bool allowed,
+                                         const api::endpoint& ep, gate g,
                                          const nlohmann::json* body) const {
     const std::string path(api::path_of(std::string_view(req.target())));
-    if (!allowed) {
-        return rejection{api::error_kind::unauthorized,
-                         "missing or invalid API key (send Authorization: Bearer <key> or "
-                         "x-api-key: <key>)"};
+    switch (g) {
+        case gate::pass:
+            break;
+        case gate::misdirected:
+            return rejection{api::error_kind::misdirected,
+                             "this warmslot does not answer for the host in the Host header "
+                             "(http.allowed_hosts)"};
+        case gate::unauthorized:
+            return rejection{api::error_kind::unauthorized,
+                             "missing or invalid API key (send Authorization: Bearer <key> or "
+                             "x-api-key: <key>)"};
+        case gate::forbidden:
+            return rejection{api::error_kind::forbidden,
+                             "this API key's role may not call " + path};
+        case gate::media_type:
+            return rejection{api::error_kind::unsupported_media_type,
+                             "the request body must be sent with Content-Type: application/json"};
     }
     switch (ep.kind) {
         case api::endpoint_kind::not_found:
@@ -135,21 +144,6 @@ std::optional<rejection> pipeline::check(const http::request<http::string_body>&
 }
 
 
-bool pipeline::admits(const http::request_header<>& head) const {
-    const auto cfg = src_.current();
-    if (cfg->api_keys.empty()) return true;
-    const auto ep = api::classify(std::string_view(head.method_string()),
-                                  std::string_view(head.target()));
-    return !ep.needs_auth || authorized(*cfg, head);
-}
-
-bool pipeline::authorized(const config::config& cfg, const http::request_header<>& req) const {
-    if (cfg.api_keys.empty()) return true;
-    std::string_view given = bearer_token(std::string_view(req[http::field::authorization]));
-    if (given.empty()) given = std::string_view(req["X-Api-Key"]);
-    return !given.empty() && util::matches_any_key(given, cfg.api_keys);
-}
-
 awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                                std::string message) {
     const auto info = api::describe(kind);
@@ -158,10 +152,9 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
     if (kind == api::error_kind::unauthorized && refusals_) {
         refusals_->add(http_server::refusal::unauthorized);
     }
-    auto ec = co_await http_server::write_json(*ex.client, info.status,
-                                               api::error_body(kind, message, out.cls.ep.dialect),
-                                               ex.keep_alive,
-                                               ex.id, out.cfg->timeouts.stream_idle);
+    auto ec = co_await http_server::write_json(
+        ex, info.status, api::error_body(kind, message, out.cls.ep.dialect),
+        out.cfg->timeouts.stream_idle);
     if (ec) ex.keep_alive = false;
 }
 
@@ -188,7 +181,8 @@ void pipeline::log_access(const http_server::exchange& ex, const outcome& out, d
                                 ep.address().is_v6() ? "]" : "", ep.port());
     }
     access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{}{}{} {} bytes={} ms={:.1f}{}{}{}",
-                       ex.id, std::string_view(req.method_string()), std::string_view(req.target()),
+                       ex.id, util::escape_controls(std::string_view(req.method_string())),
+                       util::escape_controls(std::string_view(req.target())),
                        out.status, out.backend.empty() ? "-" : out.backend,
                        out.slot ? std::to_string(*out.slot) : "-",
                        out.route.empty() ? "-" : out.route,

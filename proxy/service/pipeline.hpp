@@ -42,6 +42,9 @@ struct request_class {
 struct outcome {
     config::snapshot cfg;     // the config this request runs under, kept until it ends
     request_class cls;
+    // Who called: the grant of the key sent (an admin of the default tenant when no keys are
+    // configured); null until the key check passed. Points into `cfg`.
+    const config::key_grant* caller = nullptr;
     unsigned status = 0;
     std::string backend;
     std::optional<api::prompt_stats> stats;
@@ -62,6 +65,10 @@ struct rejection {
     api::error_kind kind;
     std::string message;
 };
+
+// What the checks made on a request's header found, in the order they are made: the Host,
+// the key, the key's role, the Content-Type of a body read as JSON.
+enum class gate { pass, misdirected, unauthorized, forbidden, media_type };
 
 // Starts supervised backends that are stopped (app/supervisor); optional.
 class starter {
@@ -119,11 +126,17 @@ private:
                 double ms);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
-    // `allowed`: the API key check passed (or the endpoint needs none).
+    // `g`: what the header checks found (service/gate.cpp).
     std::optional<rejection> check(const http::request<http::string_body>& req,
-                                   const api::endpoint& ep, bool allowed,
+                                   const api::endpoint& ep, gate g,
                                    const nlohmann::json* body) const;
-    bool authorized(const config::config& cfg, const http::request_header<>& req) const;
+    // service/gate.cpp: the header checks, cheap and before any body is read or parsed; the
+    // caller's grant, when its key is valid, goes to `who`.
+    gate screen(const config::config& cfg, const api::endpoint& ep,
+                const http::request_header<>& req, const config::key_grant** who) const;
+    // CORS: the headers an allowed Origin gets on every answer (service/gate.cpp).
+    static void cors_headers(const config::config& cfg, http_server::exchange& ex);
+    awaitable<void> preflight(http_server::exchange& ex, outcome& out);
     void log_access(const http_server::exchange& ex, const outcome& out, double ms) const;
 
     const config::source& src_;

@@ -132,6 +132,7 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
     }
     auto& in = whole.get();
     head_builder res(in.base(), extra, ex.id);
+    for (const auto& [name, value] : ex.response_headers) res.set(name, value);
     out.stats = api::may_carry_stats(in.body()) ? api::find_prompt_stats(in.body()) : std::nullopt;
     st.complete(out.stats);
     // The same order of set() calls as before: stats, keep-alive, then prepare_payload's length.
@@ -266,6 +267,7 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
     const auto& head = p.get();
     const auto length = p.content_length();
     head_builder res(head.base(), extra, ex.id);
+    for (const auto& [name, value] : ex.response_headers) res.set(name, value);
     // An HTTP/1.0 client knows no chunked encoding: a body of unknown length ends where the
     // connection closes.
     const bool unknown_length = !length || p.chunked();

@@ -75,14 +75,18 @@ void activity::set_preview(const std::string& backend, int slot, slot_preview p)
     previews_.erase(oldest);
 }
 
-activity_view activity::view(std::int64_t now_ms) const {
+activity_view activity::view(std::int64_t now_ms, const std::string* tenant) const {
     std::lock_guard lock(mu_);
     activity_view v;
-    v.requests.assign(requests_.begin(), requests_.end());
+    for (const auto& r : requests_) {
+        if (!tenant || r.tenant == *tenant) v.requests.push_back(r);
+    }
     for (const auto& b : series_) {
         if (b.start_ms > now_ms - window_ms) v.series.push_back(b);
     }
-    v.previews = previews_;
+    for (const auto& [where, p] : previews_) {
+        if (!tenant || p.tenant == *tenant) v.previews.emplace(where, p);
+    }
     v.disk = disk_;
     return v;
 }

@@ -46,6 +46,7 @@ struct request_record {
     double saved_seconds = 0;
     std::string error;  // error kind name, "" when none
     bool client_gone = false;
+    std::string tenant;  // the caller's tenant ("" the default one): who may see this record
 };
 
 // What a request brought to a slot: the first characters of its system prompt or first
@@ -54,6 +55,7 @@ struct slot_preview {
     std::string text;
     bool label = false;  // given by the client
     std::int64_t at_ms = 0;
+    std::string tenant;  // whose request brought it: only that tenant (and admins) see it
 };
 
 struct bucket {
@@ -89,7 +91,9 @@ class activity {
 
     void record(request_record r);
     void set_preview(const std::string& backend, int slot, slot_preview p);
-    activity_view view(std::int64_t now_ms) const;
+    // `tenant`: only that tenant's requests and previews; null: everything (an admin's view).
+    // The time series and disk counts are for the whole server.
+    activity_view view(std::int64_t now_ms, const std::string* tenant = nullptr) const;
 
   private:
     mutable std::mutex mu_;

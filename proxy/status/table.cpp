@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "util/escape.hpp"
+
 namespace warmslot::status {
 namespace {
 
@@ -16,7 +18,9 @@ using row = std::vector<std::string>;
 std::string text(const json& j, const char* key) {
     if (!j.is_object() || !j.contains(key)) return "-";
     const auto& v = j[key];
-    if (v.is_string()) return v.get<std::string>().empty() ? "-" : v.get<std::string>();
+    // Client text (paths, labels, previews): never a control sequence on the terminal.
+    if (v.is_string())
+        return v.get<std::string>().empty() ? "-" : util::escape_controls(v.get<std::string>());
     if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
     if (v.is_number_integer()) return std::to_string(v.get<long long>());
     if (v.is_number()) return fmt::format("{:.1f}", v.get<double>());
@@ -76,9 +80,10 @@ std::string slots(const json& s) {
         for (const auto& sl : list(b, "slots")) {
             const auto& ago =
                 sl.contains("last_use_seconds_ago") ? sl["last_use_seconds_ago"] : json();
-            std::string holds = sl.contains("preview") && sl["preview"].is_string()
-                                    ? "\"" + sl["preview"].get<std::string>() + "\""
-                                    : "-";
+            std::string holds =
+                sl.contains("preview") && sl["preview"].is_string()
+                    ? "\"" + util::escape_controls(sl["preview"].get<std::string>()) + "\""
+                    : "-";
             if (sl.value("label", false)) holds = "label " + holds;
             if (sl.value("scratch", false)) holds += " (scratch)";
             rows.push_back({text(b, "name") + "/" + text(sl, "id"), text(sl, "state"),

@@ -11,4 +11,7 @@ namespace warmslot::util {
 // only on the lengths, so neither the matching key nor a matching prefix shows in the timing.
 bool matches_any_key(std::string_view given, const std::vector<std::string>& keys) noexcept;
 
+// The index of the key `given` equals, or keys.size() when none; compared as above.
+std::size_t matching_key(std::string_view given, const std::vector<std::string>& keys) noexcept;
+
 }  // namespace warmslot::util

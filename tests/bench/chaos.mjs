@@ -156,7 +156,7 @@ function rawExchange(port, onConnect, capMs) {
 // until `capMiB` was sent.
 async function endlessChunkExtension(port, capMiB) {
   const r = await rawExchange(port, async (s, count) => {
-    s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+    s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
       'Transfer-Encoding: chunked\r\n\r\n10;ext=');
     const piece = 'a'.repeat(64 * 1024);
     for (let n = 0; n < capMiB * 16 && !s.destroyed; n++) {
@@ -183,7 +183,7 @@ async function documentTag(url) {
 // `count` connections that send a header byte every second; how many warmslot closed by itself.
 async function slowloris(port, count) {
   const results = await Promise.all(Array.from({ length: count }, () => rawExchange(port, (s) => {
-    const head = 'GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ' + 'a'.repeat(100);
+    const head = 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ' + 'a'.repeat(100);
     let i = 0;
     const tick = setInterval(() => {
       if (s.destroyed || i >= head.length) { clearInterval(tick); return; }

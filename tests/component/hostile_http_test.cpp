@@ -197,7 +197,7 @@ void check_error(const std::string& response, unsigned status) {
     CHECK(doc["error"]["type"].is_string());
 }
 
-const std::string chunked_post = "POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"
+const std::string chunked_post = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                  "Content-Type: application/json\r\n"
                                  "Transfer-Encoding: chunked\r\n\r\n";
 
@@ -253,7 +253,7 @@ TEST_CASE("an endless chunk extension or trailer section is refused with 400 ear
 TEST_CASE("many tiny headers get 431") {
     stub_upstream stub;
     proxy p(make_config(stub.port()));
-    std::string req = "GET /v1/models HTTP/1.1\r\nHost: w\r\n";
+    std::string req = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n";
     for (int i = 0; i < 200; ++i) req += "a" + std::to_string(i) + ": b\r\n";  // far under 16 KiB
     raw c(p.server.port());
     REQUIRE(c.send(req + "\r\n"));
@@ -262,7 +262,7 @@ TEST_CASE("many tiny headers get 431") {
     CHECK(stub.seen().requests.empty());
 
     raw ok(p.server.port());  // the default of 100 leaves room for real clients
-    std::string fine = "GET /v1/models HTTP/1.1\r\nHost: w\r\nConnection: close\r\n";
+    std::string fine = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
     for (int i = 0; i < 90; ++i) fine += "a" + std::to_string(i) + ": b\r\n";
     REQUIRE(ok.send(fine + "\r\n"));
     REQUIRE(ok.read_to_end());
@@ -274,7 +274,7 @@ TEST_CASE("a body without a valid key is never read: 401 before 100 Continue or 
     auto cfg = make_config(stub.port());
     cfg.api_keys = {"sk-right-key"};
     proxy p(std::move(cfg));
-    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"
+    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                              "Content-Type: application/json\r\nContent-Length: 50000000\r\n";
 
     SUBCASE("Expect: 100-continue without a key: 401 at once, no 100") {
@@ -289,7 +289,7 @@ TEST_CASE("a body without a valid key is never read: 401 before 100 Continue or 
     SUBCASE("Expect: 100-continue with the key: 100, then the answer") {
         raw c(p.server.port());
         const std::string body = R"({"messages":[]})";
-        REQUIRE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"
+        REQUIRE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                        "Authorization: Bearer sk-right-key\r\nExpect: 100-continue\r\n"
                        "Content-Type: application/json\r\nConnection: close\r\n"
                        "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
@@ -317,7 +317,7 @@ TEST_CASE("a client that goes on sending after an error answer still reads the a
     raw c(p.server.port());
     // Like a client that writes its whole request before it reads: 4 MiB, not one byte read.
     const std::string body(4u << 20, 'x');
-    const bool all_sent = c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"
+    const bool all_sent = c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                  "Content-Type: application/json\r\nContent-Length: " +
                                  std::to_string(body.size()) + "\r\n\r\n" + body);
     CHECK(all_sent);  // the server read and discarded the rest instead of resetting
@@ -331,7 +331,7 @@ TEST_CASE("over max_connections: 503 with Retry-After, then served again below i
     auto cfg = make_config(stub.port());
     cfg.limits.max_connections = 2;
     proxy p(std::move(cfg));
-    const std::string get = "GET /v1/models HTTP/1.1\r\nHost: w\r\n\r\n";
+    const std::string get = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     raw a(p.server.port()), b(p.server.port());
     for (raw* c : {&a, &b}) {
         REQUIRE(c->send(get));
@@ -347,7 +347,7 @@ TEST_CASE("over max_connections: 503 with Retry-After, then served again below i
     a.close();
     REQUIRE(eventually_below(p, 2));
     raw again(p.server.port());
-    REQUIRE(again.send("GET /v1/models HTTP/1.1\r\nHost: w\r\nConnection: close\r\n\r\n"));
+    REQUIRE(again.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
     REQUIRE(again.read_to_end());
     CHECK(status_of(again.received) == 200);
 }
@@ -358,7 +358,7 @@ TEST_CASE("a client sending its headers byte by byte is cut at header_read") {
     cfg.timeouts.header_read = 500ms;
     proxy p(std::move(cfg));
     raw c(p.server.port());
-    const std::string slow = "GET /v1/models HTTP/1.1\r\nHost: w\r\nX-Slow: " +
+    const std::string slow = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " +
                              std::string(400, 's');
     const auto start = clock_type::now();
     std::size_t i = 0;
@@ -381,7 +381,7 @@ TEST_CASE("a client that never reads a long stream is cut at the write deadline"
     proxy p(std::move(cfg));
     raw c(p.server.port());
     constexpr int events = 1'000'000;  // about 100 MB: far more than socket buffers hold
-    REQUIRE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"
+    REQUIRE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                    "Content-Type: application/json\r\nX-Stub-Behaviour: sse\r\n"
                    "X-Stub-Events: " + std::to_string(events) + "\r\nContent-Length: 15\r\n\r\n"
                    R"({"messages":[]})"));
@@ -406,16 +406,17 @@ TEST_CASE("a drain closes idle kept-alive connections and answers late requests 
     const auto port = p.server.port();
 
     raw stream(port);  // a stream running when the drain starts
-    REQUIRE(stream.send("POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"
+    REQUIRE(stream.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                         "Content-Type: application/json\r\nX-Stub-Behaviour: gated_sse\r\n"
                         "Content-Length: 15\r\n\r\n{\"messages\":[]}"));
     REQUIRE(stream.read_until("tok1"));
     raw idle(port);  // kept alive after one answer, waiting for its next request
-    REQUIRE(idle.send("GET /v1/models HTTP/1.1\r\nHost: w\r\n\r\n"));
+    REQUIRE(idle.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     REQUIRE(idle.read_until("}"));
     const std::string body = R"({"messages":[]})";
     raw late(port);  // its header is read; its body comes during the drain
-    REQUIRE(late.send("POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\nExpect: 100-continue\r\n"
+    REQUIRE(late.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Expect: 100-continue\r\n"
                       "Content-Type: application/json\r\nContent-Length: 15\r\n\r\n"));
     REQUIRE(late.read_until("100 Continue\r\n\r\n"));
     late.received.clear();

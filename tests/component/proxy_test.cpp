@@ -185,7 +185,7 @@ private:
 request make_request(http::verb method, std::string target, std::string body = "",
                      std::string behaviour = "") {
     request req{method, target, 11};
-    req.set(http::field::host, "warmslot");
+    req.set(http::field::host, "localhost");
     if (!body.empty()) req.set(http::field::content_type, "application/json");
     if (!behaviour.empty()) req.set("X-Stub-Behaviour", behaviour);
     req.body() = std::move(body);
@@ -378,7 +378,7 @@ TEST_CASE("a chunked body over the limit gets 413, headers over the limit 431") 
     check_openai_error(roundtrip(proxy.port(), big), 413);
 
     client c(proxy.port());
-    const std::string huge = "GET /v1/models HTTP/1.1\r\nHost: w\r\nX-Pad: " +
+    const std::string huge = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " +
                              std::string(8000, 'p') + "\r\n\r\n";
     (void)c.send_raw(huge);  // the proxy may stop reading before all of it
     stream_parser p;
@@ -480,12 +480,12 @@ TEST_CASE("a client slow with its headers or body, or idle between requests, is 
     stream_parser p;
 
     SUBCASE("headers not complete within header_read: the connection is closed") {
-        REQUIRE(!c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"));
+        REQUIRE(!c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
         const auto ec = c.read_header(p);
         CHECK((ec == http::error::end_of_stream || ec == net::error::connection_reset));
     }
     SUBCASE("body not complete within body_read: 408") {
-        REQUIRE(!c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\n"
+        REQUIRE(!c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                             "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"));
         REQUIRE(!c.read_header(p));
         REQUIRE(!c.read_until(p, [](const std::string&) { return false; }));

@@ -44,7 +44,7 @@ test('an endless chunk extension is refused early and warmslot\'s memory stays f
     const pid = ws.proc.child.pid;
     const before = rssKiB(pid);
     const c = await connect(ws.port);
-    c.socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\nContent-Type: application/json\r\n' +
+    c.socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
       'Transfer-Encoding: chunked\r\n\r\n1;');
     const piece = Buffer.alloc(64 * 1024, 'e');
     let sent = 0;
@@ -96,7 +96,7 @@ test('out of file descriptors, warmslot waits instead of spinning, then serves a
     for (let i = 0; i < 100 && !unserved; i++) {
       const c = await connect(port);
       conns.push(c);
-      c.socket.write('GET /health HTTP/1.1\r\nHost: w\r\n\r\n');
+      c.socket.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
       const served = await waitFor('an answer', () => c.data.includes('\r\n\r\n'), 1000, 5).catch(() => false);
       if (!served) unserved = c;
     }
@@ -128,7 +128,7 @@ test('SIGTERM closes idle kept-alive connections at once, lets a running stream 
   let stopped = null;
   try {
     const idle = await connect(ws.port);
-    idle.socket.write('GET /v1/models HTTP/1.1\r\nHost: w\r\n\r\n');
+    idle.socket.write('GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     await waitFor('the idle connection\'s answer', () => idle.data.includes('}'), 10000, 10);
     const res = await fetch(`${ws.url}/v1/chat/completions`, { method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -213,7 +213,7 @@ test('requests warmslot refuses itself are counted on /metrics and each has an a
     extra: 'limits:\n  max_header_count: 8\n  max_body_bytes: 1KiB\n  max_connections: 3\n' +
       'timeouts:\n  body_read: 1s\n' });
   const metricsText = async () => {
-    const data = await exchangeRaw(ws.port, `GET /metrics HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer ${key}\r\n` +
+    const data = await exchangeRaw(ws.port, `GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
       'Connection: close\r\n\r\n');
     assert.equal(statusOf(data), 200, data.slice(0, 300));
     return data;
@@ -227,14 +227,14 @@ test('requests warmslot refuses itself are counted on /metrics and each has an a
       'chunk_line_too_long', 'body_timeout', 'unauthorized', 'too_many_connections']) {
       assert.equal(refused(before, r), 0, `${r} before`);
     }
-    const post = 'POST /v1/chat/completions HTTP/1.1\r\nHost: w\r\nContent-Type: application/json\r\n';
+    const post = 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n';
     const auth = `Authorization: Bearer ${key}\r\n`;
     // 431: headers over 16 KiB.
-    assert.equal(statusOf(await exchangeRaw(ws.port, `GET /health HTTP/1.1\r\nHost: w\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`)), 431);
+    assert.equal(statusOf(await exchangeRaw(ws.port, `GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`)), 431);
     // 431: more than 8 fields.
     let fields = '';
     for (let i = 0; i < 10; i++) fields += `X-F${i}: v\r\n`;
-    assert.equal(statusOf(await exchangeRaw(ws.port, `GET /health HTTP/1.1\r\nHost: w\r\n${fields}\r\n`)), 431);
+    assert.equal(statusOf(await exchangeRaw(ws.port, `GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n${fields}\r\n`)), 431);
     // 413: a declared Content-Length over 1 KiB (the body is never sent).
     assert.equal(statusOf(await exchangeRaw(ws.port, `${post}${auth}Content-Length: 5000\r\n\r\n`, { endAfterHead: true })), 413);
     // 400: a malformed header line.
@@ -248,7 +248,7 @@ test('requests warmslot refuses itself are counted on /metrics and each has an a
     assert.equal(statusOf(await exchangeRaw(ws.port, `${post}Content-Length: 2\r\n\r\n{}`, { endAfterHead: true })), 401);
     // 503: a fourth connection while three are open.
     for (let i = 0; i < 3; i++) held.push(await connect(ws.port));
-    const over = await exchangeRaw(ws.port, 'GET /health HTTP/1.1\r\nHost: w\r\n\r\n', { endAfterHead: true });
+    const over = await exchangeRaw(ws.port, 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', { endAfterHead: true });
     assert.equal(statusOf(over), 503, over.slice(0, 300));
     for (const c of held) c.socket.destroy();
 

@@ -49,7 +49,7 @@ const modelRules = (yaml) => `${url}rewrite:\n  models:\n    m:\n${yaml.replace(
 const cases = [
   ['minimal url backend', url, true],
   ['minimal command backend', cmd(), true],
-  ['every section empty', `${url}api_keys:\nlimits:\ntimeouts:\nrouting:\ncache:\nrewrite:\nlog:\ndashboard:\n`, true],
+  ['every section empty', `${url}api_keys:\nhttp:\nlimits:\ntimeouts:\nrouting:\ncache:\nrewrite:\nlog:\ndashboard:\n`, true],
   ['every rewrite block empty', `${rules('volatile_lines:\ndocuments:\n')}  models:\n    m:\n`, true],
   ['every rewrite key', `${url}rewrite:
   memory: 1TiB
@@ -153,6 +153,15 @@ dashboard: {enabled: false, previews: false}
   ['malformed key reference', `${url}api_keys: ["\${A B}"]\n`, false],
   ['key with a space', `${url}api_keys: ["has a space"]\n`, false],
   ['same key twice', `${url}api_keys: [literal-key-1, literal-key-1]\n`, false],
+  ['keys with roles and tenants', `${url}api_keys:\n  - literal-key-1\n  - {key: literal-key-2, role: client, tenant: team-a}\n  - {key: "\${WARMSLOT_TEST_KEY}", role: observer}\n`, true],
+  ['unknown role', `${url}api_keys:\n  - {key: literal-key-2, role: root}\n`, false],
+  ['tenant with a space', `${url}api_keys:\n  - {key: literal-key-2, tenant: "a b"}\n`, false],
+  ['key map without its key', `${url}api_keys:\n  - {role: client}\n`, false],
+  ['short key in a map', `${url}api_keys:\n  - {key: short}\n`, false],
+  ['http settings', `${url}http:\n  allowed_hosts: [warmslot.lan, "*"]\n  cors_origins: ["https://app.example", "http://localhost:3000"]\n`, true],
+  ['origin with a path', `${url}http:\n  cors_origins: ["https://app.example/x"]\n`, false],
+  ['origin without a scheme', `${url}http:\n  cors_origins: [app.example]\n`, false],
+  ['empty host name', `${url}http:\n  allowed_hosts: [""]\n`, false],
   ['two documents', `${url}---\n${url}`, false],
   ['unknown key in rewrite', `${url}rewrite:\n  rules: {}\n`, false],
   ['unknown key in a rules block', rules('volatile: {}\n'), false],
@@ -225,10 +234,12 @@ const maps = {
   rewrite: schema.properties.rewrite,
   log: schema.properties.log,
   dashboard: schema.properties.dashboard,
+  http: schema.properties.http,
 };
 // Maps below those, each with a config that puts an unknown key there.
 const rulesBlock = schema.definitions.rewrite_rules;
 const nested = {
+  'api_keys[0]': [schema.properties.api_keys.items.anyOf[1], `${url}api_keys:\n  - {key: long-enough-key-1, zz_unknown: 1}\n`],
   'rewrite.default': [rulesBlock, rules('zz_unknown: 1\n')],
   'rewrite.models["m"]': [rulesBlock, modelRules('zz_unknown: 1\n')],
   'rewrite.default.volatile_lines': [rulesBlock.properties.volatile_lines,

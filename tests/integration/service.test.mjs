@@ -34,6 +34,13 @@ test('install.sh installs, keeps config and key on a second run, and uninstalls'
   const check = spawnSync(at('usr/local/bin/warmslot'), ['check-config', at('etc/warmslot/warmslot.yaml')],
     { encoding: 'utf8', env: { ...process.env, WARMSLOT_API_KEY: key } });
   assert.equal(check.status, 0, check.stderr);
+  // ...and the key is in use: without it the config does not start.
+  const env = { ...process.env };
+  delete env.WARMSLOT_API_KEY;
+  const unkeyed = spawnSync(at('usr/local/bin/warmslot'), ['check-config', at('etc/warmslot/warmslot.yaml')],
+    { encoding: 'utf8', env });
+  assert.equal(unkeyed.status, 2);
+  assert.match(unkeyed.stderr, /api_keys\[0\]: environment variable WARMSLOT_API_KEY is not set/);
 
   fs.appendFileSync(at('etc/warmslot/warmslot.yaml'), '# edited\n');
   install('--root', root, '--binary', warmslotBin());

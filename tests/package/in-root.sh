@@ -24,10 +24,13 @@ common() {  # checks that hold whenever the package is installed
   check "dpkg has warmslot $version installed" \
     test "$(dpkg-query -W -f='${Version} ${Status}' warmslot)" = "$version install ok installed"
   check "warmslot --version" bash -c '[ "$(warmslot --version)" = "warmslot ${1%-*}" ]' _ "$version"
-  check "warmslot check-config /etc/warmslot/warmslot.yaml" \
-    warmslot check-config /etc/warmslot/warmslot.yaml
+  # The packaged config requires the key postinst wrote (systemd passes it from /etc/warmslot/env).
+  local key
+  key=$(sed -n 's/^WARMSLOT_API_KEY=//p' /etc/warmslot/env 2>/dev/null)
+  check "warmslot check-config /etc/warmslot/warmslot.yaml, with the key" \
+    env WARMSLOT_API_KEY="$key" warmslot check-config /etc/warmslot/warmslot.yaml
   check "the warmslot account can read the config" \
-    runuser -u warmslot -- warmslot check-config /etc/warmslot/warmslot.yaml
+    runuser -u warmslot -- env WARMSLOT_API_KEY="$key" warmslot check-config /etc/warmslot/warmslot.yaml
   check "every library of the binary is found" \
     bash -c '! ldd /usr/bin/warmslot | grep -q "not found"'
 }
@@ -44,6 +47,9 @@ installed() {
     bash -c 'dpkg-query -W -f="\${Conffiles}" warmslot | grep -q "^ /etc/warmslot/warmslot.yaml "'
   check "the config is the commented example" \
     has /etc/warmslot/warmslot.yaml '^# warmslot example configuration'
+  check "the config requires WARMSLOT_API_KEY" bash -c \
+    'grep -q "^  - \${WARMSLOT_API_KEY}$" /etc/warmslot/warmslot.yaml &&
+     ! env -u WARMSLOT_API_KEY warmslot check-config /etc/warmslot/warmslot.yaml'
   check "the schema is beside it" \
     test "$(readlink -f /etc/warmslot/warmslot.schema.json)" = \
     /usr/share/warmslot/warmslot.schema.json

@@ -109,3 +109,29 @@ TEST_CASE("supervised env: Windows names ignore case") {
     CHECK(warmslot::app::supervised_env(b, {"Path=C:\\Windows", "SystemRoot=C:\\Windows"}, true) ==
           std::vector<std::string>{"SystemRoot=C:\\Windows", "path=C:\\llama"});
 }
+
+TEST_CASE("supervised env: the key warmslot gave the process is its only LLAMA_API_KEY") {
+    warmslot::config::backend b;
+    b.command = {"llama-server"};
+    b.env = {{"LLAMA_API_KEY", "from-config"}, {"GGML_X", "1"}};
+    b.child_key = "warmslot-0123abcd";
+    CHECK(warmslot::app::supervised_env(b, {"LLAMA_API_KEY=from-parent", "PATH=/bin"}, false) ==
+          std::vector<std::string>{"PATH=/bin", "GGML_X=1", "LLAMA_API_KEY=warmslot-0123abcd"});
+    b.child_key.clear();  // a url backend, or none given: the variables pass as before
+    CHECK(warmslot::app::supervised_env(b, {"LLAMA_API_KEY=from-parent"}, false) ==
+          std::vector<std::string>{"LLAMA_API_KEY=from-config", "GGML_X=1"});
+    // Never on the command line, which every local user can read.
+    b.child_key = "warmslot-0123abcd";
+    b.port = 8081;
+    for (const auto& a : warmslot::app::supervised_argv(b))
+        CHECK(a.find("warmslot-0123") == std::string::npos);
+}
+
+TEST_CASE("random_child_key: 256 bits of hex, fresh each time") {
+    const auto a = warmslot::app::random_child_key();
+    const auto b = warmslot::app::random_child_key();
+    CHECK(a.size() == 9 + 64);
+    CHECK(a.starts_with("warmslot-"));
+    CHECK(a.find_first_not_of("0123456789abcdef", 9) == std::string::npos);
+    CHECK(a != b);
+}

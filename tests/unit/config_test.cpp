@@ -305,8 +305,7 @@ TEST_CASE("config: api_keys are validated without revealing them") {
         {"api_keys:\n  - ${1BAD}\n", "api_keys[0]", 2, "malformed environment"},
         {"api_keys:\n  - ${WS_KEY}\n  - sk-live-0123456789\n", "api_keys[1]", 3,
          "same key as api_keys[0]"},
-        {"api_keys:\n  - {key: sk-live-0123456789}\n", "api_keys[0]", 2,
-         "expected a string, found a map"},
+        {"api_keys:\n  - [sk-live-0123456789]\n", "api_keys[0]", 2, "expected a string, found"},
     };
     for (const bad_case& c : cases) check_rejected(c);
 

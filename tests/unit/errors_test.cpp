@@ -37,6 +37,9 @@ const std::vector<expected_row> expected_table = {
     {error_kind::overloaded, "overloaded", 503, "unavailable_error"},
     {error_kind::upstream_timeout, "upstream_timeout", 504, "timeout_error"},
     {error_kind::internal, "internal", 500, "server_error"},
+    {error_kind::forbidden, "forbidden", 403, "permission_error"},
+    {error_kind::unsupported_media_type, "unsupported_media_type", 415, "invalid_request_error"},
+    {error_kind::misdirected, "misdirected", 421, "invalid_request_error"},
 };
 
 // Parses `body` and checks it is exactly {"error":{"code","message","type"}} for `row`.

@@ -96,15 +96,15 @@ TEST_CASE("activity: buckets of 5 s sum tokens, routes and saved seconds; the ri
 
 TEST_CASE("previews: one per slot, replaced, bounded") {
     status::activity a;
-    a.set_preview("a", 0, {"first", false, 1});
-    a.set_preview("a", 0, {"second", true, 2});
-    a.set_preview("a", 1, {"other", false, 3});
+    a.set_preview("a", 0, {"first", false, 1, ""});
+    a.set_preview("a", 0, {"second", true, 2, ""});
+    a.set_preview("a", 1, {"other", false, 3, ""});
     auto v = a.view(10);
     REQUIRE(v.previews.size() == 2);
     CHECK(v.previews.at({"a", 0}).text == "second");
     CHECK(v.previews.at({"a", 0}).label);
     for (int i = 0; i < static_cast<int>(status::activity::max_previews) + 5; ++i) {
-        a.set_preview("b", i, {"x", false, 100 + i});
+        a.set_preview("b", i, {"x", false, 100 + i, ""});
     }
     v = a.view(10);
     CHECK(v.previews.size() == status::activity::max_previews);
@@ -173,8 +173,8 @@ TEST_CASE(
     in.infos = {info, info};
     in.totals.prompt_tokens_reused = 6990;
     in.totals.requests_by_route[0] = 1;
-    in.activity.previews[{"a", 0}] = {"Manual of the XR-7 pump", false, 1};
-    in.activity.previews[{"a", 1}] = {"held before the restart", false, 1};
+    in.activity.previews[{"a", 0}] = {"Manual of the XR-7 pump", false, 1, ""};
+    in.activity.previews[{"a", 1}] = {"held before the restart", false, 1, ""};
     in.activity.requests.push_back(request(1000, "miss; reason=new_prefix", 0, 7000));
     in.activity.requests.push_back(request(2000, "hit", 6990, 10));
     in.activity.series.push_back(status::bucket{.start_ms = 0, .requests = 2});

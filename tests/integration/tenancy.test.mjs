@@ -1,0 +1,384 @@
+// One client cannot see, steer or spend another's: keys with roles and tenants, what a browser
+// can make warmslot do (Content-Type, CORS, Host), the supervised llama-server's own key, and
+// client text that never reaches a terminal raw. Real llama-server processes on tiny models.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import { getJson, llamaServerBin, modelPath, postJson, startLlama } from './lib/llama.mjs';
+import { repoRoot, startProcess, tempDir, waitFor } from './lib/procs.mjs';
+import { startWarmslot, warmslotBin } from './lib/warmslot.mjs';
+import { chat, makeDocument } from './lib/text.mjs';
+
+const keys = {
+  admin: 'tenancy-admin-key-0001',
+  a: 'tenancy-client-a-0001',
+  b: 'tenancy-client-b-0001',
+  observer: 'tenancy-observer-0001',
+};
+const bearer = (k) => ({ authorization: `Bearer ${k}` });
+const keyLines = `api_keys:
+  - ${keys.admin}
+  - {key: ${keys.a}, role: client, tenant: a}
+  - {key: ${keys.b}, role: client, tenant: b}
+  - {key: ${keys.observer}, role: observer, tenant: a}
+`;
+const routingFast = 'routing:\n  reconcile_interval: 100ms\n';
+
+async function setup(extra = '', apiKeys) {
+  const llama = await startLlama({ slots: 3, ctx: 8192 });
+  let ws;
+  try {
+    ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url }], extra: routingFast + extra, apiKeys });
+  } catch (e) {
+    await llama.stop();
+    throw e;
+  }
+  return { llama, ws, stop: async () => { await ws.stop(); await llama.stop(); } };
+}
+
+// One request on a fresh connection, written as given; the whole answer as text (the
+// connection closes after it).
+function raw(port, text, timeoutMs = 10000) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1');
+    const chunks = [];
+    const timer = setTimeout(() => { s.destroy(); reject(new Error(`no answer within ${timeoutMs} ms`)); }, timeoutMs);
+    s.on('data', (d) => {
+      chunks.push(d);
+      const got = Buffer.concat(chunks).toString('latin1');
+      const head = got.indexOf('\r\n\r\n');
+      const len = got.match(/\r\ncontent-length: (\d+)/i);
+      if (head >= 0 && len && got.length >= head + 4 + Number(len[1])) { clearTimeout(timer); s.destroy(); resolve(got); }
+    });
+    s.on('end', () => { clearTimeout(timer); resolve(Buffer.concat(chunks).toString('latin1')); });
+    s.on('error', (e) => { clearTimeout(timer); reject(e); });
+    s.write(Buffer.from(text, 'latin1'));
+  });
+}
+const statusOf = (answer) => Number(answer.match(/^HTTP\/1\.1 (\d+)/)?.[1]);
+
+// A request with a Host header of our choosing (fetch would send the URL's).
+function withHost(url, target, host, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = http.request({ host: '127.0.0.1', port: u.port, path: target, headers: { host, ...headers } }, (res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('documents: one tenant\'s remembered original never reaches another tenant\'s request', { timeout: 300000 }, async () => {
+  const s = await setup(`${keyLines}rewrite:\n  default:\n    documents:\n      min_bytes: 2KiB\n      edits: append\n`);
+  try {
+    const doc = makeDocument(2601, 4000);
+    const first = await postJson(`${s.ws.url}/v1/chat/completions`, chat(doc, 'Summarise.'), bearer(keys.a));
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    // B sends a revision of A's document (one line changed): B's own text goes out.
+    const lines = doc.split('\n');
+    lines[Math.floor(lines.length / 2)] = '2601.999 tenant b wrote this line.';
+    const revised = lines.join('\n');
+    const explained = await postJson(`${s.ws.url}/warmslot/explain`, chat(revised, 'What changed?'), bearer(keys.b));
+    assert.equal(explained.status, 200, JSON.stringify(explained.body));
+    assert.equal(explained.body.x_warmslot_rewrites, 'none');
+    assert.equal(explained.body.request.messages[0].content, revised);
+    const sentByB = await postJson(`${s.ws.url}/v1/chat/completions`, chat(revised, 'What changed?'), bearer(keys.b));
+    assert.equal(sentByB.status, 200);
+    assert.equal(sentByB.headers.get('x-warmslot-rewrites'), 'none');
+    // The same revision from A itself is recognised (the rule is on, and works per tenant).
+    const own = await postJson(`${s.ws.url}/warmslot/explain`, chat(revised, 'What changed?'), bearer(keys.a));
+    assert.equal(own.body.x_warmslot_rewrites, 'edits_append=1');
+    assert.equal(own.body.request.messages[0].content, doc);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('roles: clients use the API, observers read, only admins administer; status shows the caller\'s tenant', { timeout: 300000 }, async () => {
+  const s = await setup(keyLines);
+  try {
+    const url = s.ws.url;
+    const ask = async (key, label, system) => {
+      const r = await postJson(`${url}/v1/chat/completions`, chat(system, 'Hi'), { ...bearer(key), 'x-warmslot-label': label });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return r;
+    };
+    await waitFor('routing', async () => (await getJson(`${url}/health`, { headers: bearer(keys.admin) })).body.backends?.[0]?.routing, 30000);
+    // Long enough to be worth a slot each (valuable requests are pinned and get a preview).
+    await ask(keys.a, 'label of tenant a', makeDocument(2701, 6000));
+    await ask(keys.b, 'label of tenant b', makeDocument(2702, 6000));
+
+    const status = async (key) => {
+      const r = await getJson(`${url}/warmslot/status`, { headers: bearer(key) });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return { requests: r.body.requests, previews: r.body.backends.flatMap((b) => b.slots).map((sl) => sl.preview).filter(Boolean) };
+    };
+    const seenByA = await status(keys.a);
+    assert.deepEqual(seenByA.previews, ['label of tenant a']);
+    assert.equal(seenByA.requests.filter((r) => r.path === '/v1/chat/completions').length, 1);
+    const seenByB = await status(keys.b);
+    assert.deepEqual(seenByB.previews, ['label of tenant b']);
+    const seenByObserver = await status(keys.observer);  // an observer of tenant a
+    assert.deepEqual(seenByObserver.previews, ['label of tenant a']);
+    const seenByAdmin = await status(keys.admin);
+    assert.deepEqual(seenByAdmin.previews.sort(), ['label of tenant a', 'label of tenant b']);
+    assert.ok(seenByAdmin.requests.filter((r) => r.path === '/v1/chat/completions').length >= 2);
+
+    // What each role may call: 403 in the API's own error shape, before the body is read.
+    const warm = { model: 'm', system: 'x', documents: [] };
+    const forbidden = await postJson(`${url}/admin/warm`, warm, bearer(keys.a));
+    assert.equal(forbidden.status, 403);
+    assert.equal(forbidden.body.error.type, 'permission_error');
+    assert.equal((await postJson(`${url}/admin/snapshot`, {}, bearer(keys.observer))).status, 403);
+    assert.equal((await getJson(`${url}/slots`, { headers: bearer(keys.a) })).status, 403);
+    assert.equal((await getJson(`${url}/slots`, { headers: bearer(keys.admin) })).status, 200);
+    assert.equal((await getJson(`${url}/metrics`, { headers: bearer(keys.a) })).status, 403);
+    assert.equal((await getJson(`${url}/metrics`, { headers: bearer(keys.observer) })).status, 200);
+    const observerAsks = await postJson(`${url}/v1/chat/completions`, chat('x', 'y'), bearer(keys.observer));
+    assert.equal(observerAsks.status, 403);
+    const messages = await postJson(`${url}/v1/messages`, { max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }, bearer(keys.observer));
+    assert.equal(messages.status, 403);
+    assert.equal(messages.body.type, 'error', 'the Anthropic shape on /v1/messages');
+    assert.equal((await postJson(`${url}/v1/chat/completions`, chat('x', 'y'), bearer('not-a-key-at-all'))).status, 401);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('browsers: only JSON bodies, warmslot\'s own CORS, the Host allow-list, no-store and nosniff', { timeout: 300000 }, async () => {
+  const s = await setup('http:\n  cors_origins: ["https://app.example"]\n');
+  try {
+    const url = s.ws.url;
+    const body = JSON.stringify(chat('You are terse.', 'Hi'));
+    // A cross-site form or a fetch without preflight sends text/plain: refused, never run.
+    const plain = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body });
+    assert.equal(plain.status, 415);
+    assert.equal((await plain.json()).error.code, 415);
+    const form = await fetch(`${url}/admin/warm`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: '{"model":"m","system":"x"}' });
+    assert.equal(form.status, 415);
+    const json = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json; charset=utf-8' }, body });
+    assert.equal(json.status, 200);
+    await json.arrayBuffer();
+
+    // llama-server reflects any Origin; warmslot answers only the configured ones.
+    const evil = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', origin: 'https://evil.example' }, body });
+    assert.equal(evil.status, 200);
+    assert.equal(evil.headers.get('access-control-allow-origin'), null);
+    await evil.arrayBuffer();
+    const models = await fetch(`${url}/v1/models`, { headers: { origin: 'https://evil.example' } });
+    assert.equal(models.headers.get('access-control-allow-origin'), null);
+    await models.arrayBuffer();
+    const app = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', origin: 'https://app.example' }, body });
+    assert.equal(app.headers.get('access-control-allow-origin'), 'https://app.example');
+    assert.match(app.headers.get('vary') ?? '', /Origin/);
+    await app.arrayBuffer();
+    const preflight = await fetch(`${url}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, authorization' } });
+    assert.equal(preflight.status, 204);
+    assert.equal(preflight.headers.get('access-control-allow-origin'), 'https://app.example');
+    assert.match(preflight.headers.get('access-control-allow-headers'), /Authorization/);
+    const refusedPreflight = await fetch(`${url}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } });
+    assert.equal(refusedPreflight.headers.get('access-control-allow-origin'), null);
+    assert.equal(refusedPreflight.headers.get('access-control-allow-methods'), null);
+
+    // DNS rebinding: a page of evil.example whose name now points at 127.0.0.1.
+    const rebound = await withHost(url, '/warmslot/status', 'evil.example:8080');
+    assert.equal(rebound.status, 421);
+    assert.equal((await withHost(url, '/health', 'evil.example')).status, 421);
+    assert.equal((await withHost(url, '/warmslot/status', `localhost:${s.ws.port}`)).status, 200);
+    assert.equal((await withHost(url, '/warmslot/status', `[::1]:${s.ws.port}`)).status, 200);
+
+    // Data answers are never cached nor sniffed.
+    for (const r of [await fetch(`${url}/warmslot/status`), await fetch(`${url}/metrics`),
+      await fetch(`${url}/admin/snapshot`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }),
+      await fetch(`${url}/nowhere`)]) {
+      assert.equal(r.headers.get('cache-control'), 'no-store', r.url);
+      assert.equal(r.headers.get('x-content-type-options'), 'nosniff', r.url);
+      await r.arrayBuffer();
+    }
+  } finally {
+    await s.stop();
+  }
+});
+
+test('control characters from clients reach neither the access log nor `warmslot status` raw; key-less endpoints read no body', { timeout: 300000 }, async () => {
+  const s = await setup('timeouts:\n  body_read: 60s\n');
+  try {
+    // UTF-8 U+009B (CSI) and U+009D (OSC), an ESC and a raw 0x9b byte in the target.
+    // (C0 characters cannot be in a request target: the HTTP parser refuses them.)
+    const target = '/v1/\xc2\x9b2J\xc2\x9d0;pwned\x9bx';
+    const answer = await raw(s.ws.port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+    assert.equal(statusOf(answer), 404);
+    await waitFor('the access line', () => fs.readFileSync(s.ws.logFile, 'latin1').includes('pwned'), 10000);
+    // Read as UTF-8: a C1 character shows as U+0080..U+009F, a stray byte as U+FFFD.
+    const unsafe = /[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]/;
+    const log = fs.readFileSync(s.ws.logFile, 'utf8');
+    const line = log.split('\n').find((l) => l.includes('pwned'));
+    assert.ok(!unsafe.test(line), `raw control characters in: ${JSON.stringify(line)}`);
+    assert.match(line, /GET \/v1\/\\u009b2J\\u009d0;pwned\\x9bx 404/);
+
+    const status = spawnSync(warmslotBin(), ['status', '--url', s.ws.url], { encoding: 'utf8', env: { ...process.env, WARMSLOT_API_KEY: '' } });
+    assert.equal(status.status, 0, status.stderr);
+    assert.match(status.stdout, /pwned/, 'the request is listed');
+    // (The status JSON itself carries the stray byte as U+FFFD: printable.)
+    assert.ok(!/[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(status.stdout), 'raw control characters in the status output');
+    assert.match(status.stdout, /\\u009b2J\\u009d0;pwned/);
+
+    // A body declared to /health is never read: the answer comes at once, not after body_read.
+    const started = Date.now();
+    const health = await raw(s.ws.port, 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n', 5000);
+    assert.equal(statusOf(health), 200);
+    assert.ok(Date.now() - started < 5000);
+    const asset = await raw(s.ws.port, 'GET /warmslot/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n', 5000);
+    assert.equal(statusOf(asset), 200);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('`warmslot status` sends $WARMSLOT_API_KEY, as the service installers write it', { timeout: 120000 }, async () => {
+  const key = 'tenancy-status-key-0001';
+  const s = await setup('', [key]);
+  try {
+    const env = { ...process.env, WARMSLOT_API_KEY: key };
+    const r = spawnSync(warmslotBin(), ['status', '--url', s.ws.url, '--json'], { encoding: 'utf8', env });
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(JSON.parse(r.stdout).backends);
+    const wrong = spawnSync(warmslotBin(), ['status', '--url', s.ws.url], { encoding: 'utf8', env: { ...process.env, WARMSLOT_API_KEY: 'some-other-key-1' } });
+    assert.equal(wrong.status, 1);
+    assert.match(wrong.stderr, /401/);
+  } finally {
+    await s.stop();
+  }
+});
+
+const supervisedLog = (ws) => fs.readFileSync(ws.logFile, 'utf8');
+const childPids = (ws) => [...supervisedLog(ws).matchAll(/started llama-server \(pid (\d+)\)/g)].map((m) => Number(m[1]));
+
+test('a supervised llama-server takes only warmslot\'s own key', { timeout: 300000 }, async () => {
+  const command = [llamaServerBin(), '-m', modelPath('llama'), '-c', '16384', '-np', '2', '-t', '2'];
+  const ws = await startWarmslot({
+    backends: [{ name: 'sup', command }],
+    extra: `${routingFast}cache:\n  dir: ${tempDir('state')}\n`,
+  });
+  try {
+    await waitFor('the supervised backend to be routed', async () => {
+      const h = await getJson(`${ws.url}/health`);
+      return h.body.backends?.[0]?.status === 'ok' && h.body.backends[0].routing;
+    }, 120000, 100);
+    const [pid] = childPids(ws);
+    const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    const port = Number(args[args.indexOf('--port') + 1]);
+    assert.ok(!args.includes('--api-key'), 'the key is not on the command line');
+    // Anyone else on the machine: no key, no slot actions, no completions.
+    assert.equal((await fetch(`http://127.0.0.1:${port}/slots`)).status, 401);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/slots/0?action=erase`, { method: 'POST' })).status, 401);
+    assert.equal((await postJson(`http://127.0.0.1:${port}/v1/chat/completions`, chat('x', 'y'))).status, 401);
+    // warmslot itself sends the key.
+    const r = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi'));
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+
+  } finally {
+    const left = childPids(ws);
+    await ws.stop();
+    for (const p of left) { try { process.kill(-p, 'SIGKILL'); } catch { /* gone */ } }
+  }
+});
+
+test('warmslot is not dumpable: a process of its own user cannot read its keys in /proc', { timeout: 60000 }, async () => {
+  const dir = tempDir('dumpable');
+  fs.chmodSync(dir, 0o777);  // as root the test runs warmslot as nobody, who writes here
+  fs.mkdirSync(path.join(dir, 'cache'), { mode: 0o777 });
+  fs.chmodSync(path.join(dir, 'cache'), 0o777);
+  const configFile = path.join(dir, 'warmslot.yaml');
+  fs.writeFileSync(configFile, `listen: 127.0.0.1:0\nbackends:\n  - name: b\n    url: http://127.0.0.1:9\n` +
+    `api_keys: ["\${WARMSLOT_API_KEY}"]\ncache:\n  dir: ${dir}/cache\n`);
+  const secret = 'dumpable-secret-key-0001';
+  // Another process of warmslot's user (its llama-server, say). As root every /proc file is
+  // readable, so both run as nobody then.
+  const asUser = process.getuid() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] : [];
+  const [cmd, ...args] = [...asUser, warmslotBin(), '--config', configFile];
+  const logFile = path.join(dir, 'warmslot.log');
+  const proc = startProcess(cmd, args, { logFile, env: { WARMSLOT_API_KEY: secret } });
+  try {
+    await waitFor('warmslot to listen', () => {
+      if (!proc.running) throw new Error(`warmslot exited: ${fs.readFileSync(logFile, 'utf8')}`);
+      return /warmslot listening on/.test(fs.readFileSync(logFile, 'utf8'));
+    }, 20000);
+    const [rcmd, ...rargs] = [...asUser, 'cat', `/proc/${proc.child.pid}/environ`];
+    const read = spawnSync(rcmd, rargs, { encoding: 'utf8' });
+    assert.notEqual(read.status, 0, 'the environment was readable');
+    assert.match(read.stderr, /Permission denied/);
+    assert.ok(!read.stdout.includes(secret));
+  } finally {
+    await proc.stop();
+  }
+});
+
+test('a process that took a stopped supervised backend\'s port gets no requests', { timeout: 300000 }, async () => {
+  const command = [llamaServerBin(), '-m', modelPath('llama'), '-c', '8192', '-np', '2', '-t', '2'];
+  const ws = await startWarmslot({
+    backends: [{ name: 'lazy', command, lines: ['start: on_demand', 'idle_stop: 1s', 'start_timeout: 5s'] }],
+    extra: `${routingFast}cache:\n  dir: ${tempDir('state')}\n`,
+  });
+  let impostor;
+  try {
+    const first = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi'));
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    const [pid] = childPids(ws);
+    const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    const port = Number(args[args.indexOf('--port') + 1]);
+    await waitFor('the idle backend to stop', () => /stopped llama-server \(pid \d+, idle\)/.test(supervisedLog(ws)), 30000, 50);
+    // Someone else's llama-server on that port, without warmslot's key.
+    impostor = await startLlama({ slots: 1, ctx: 4096, port });
+    const r = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'A secret question?'));
+    assert.notEqual(r.status, 200, 'the request went to the impostor');
+    const metrics = await (await fetch(`${impostor.url}/metrics`)).text();
+    assert.equal(Number(metrics.match(/^llamacpp:prompt_tokens_total (\d+)/m)?.[1] ?? 0), 0, 'the impostor computed a prompt');
+    assert.match(supervisedLog(ws), /backend lazy: the process on http:\/\/127\.0\.0\.1:\d+ answers without the key/);
+  } finally {
+    if (impostor) await impostor.stop();
+    const left = childPids(ws);
+    await ws.stop();
+    for (const p of left) { try { process.kill(-p, 'SIGKILL'); } catch { /* gone */ } }
+  }
+});
+
+test('run.sh installs only what building and running need; the cluster\'s HAProxy is not run as root and keeps its stats closed', () => {
+  const run = fs.readFileSync(path.join(repoRoot, 'deploy/run.sh'), 'utf8');
+  assert.match(run, /bash deploy\/install-deps\.sh --run\n/);
+  const listed = spawnSync('bash', [path.join(repoRoot, 'deploy/install-deps.sh'), '--run', '--list'], { encoding: 'utf8' });
+  assert.equal(listed.status, 0, listed.stderr);
+  const packages = listed.stdout.split(/\s+/).filter(Boolean);
+  for (const needed of ['cmake', 'libboost1.81-dev', 'libyaml-cpp-dev', 'libsqlite3-dev']) assert.ok(packages.includes(needed), needed);
+  for (const extra of ['nginx-light', 'haproxy', 'lintian', 'debhelper', 'mmdebstrap', 'clang', 'doctest-dev']) {
+    assert.ok(!packages.includes(extra), `${extra} is installed for the demo`);
+  }
+  const all = spawnSync('bash', [path.join(repoRoot, 'deploy/install-deps.sh'), '--list'], { encoding: 'utf8' });
+  assert.ok(all.stdout.split(/\s+/).includes('haproxy'), 'the full list still has the test tools');
+
+  const cfg = fs.readFileSync(path.join(repoRoot, 'deploy/cluster/haproxy.cfg'), 'utf8');
+  const section = (name) => cfg.split(/\n(?=\S)/).find((s) => s.startsWith(name)) ?? '';
+  assert.match(section('global'), /^\s+user haproxy$/m);
+  assert.match(section('global'), /^\s+group haproxy$/m);
+  assert.match(section('global'), /^\s+chroot \/var\/lib\/haproxy$/m);
+  assert.doesNotMatch(section('frontend llm'), /stats/, 'no stats page on the client frontend');
+  const stats = section('listen stats');
+  assert.match(stats, /^\s+bind 127\.0\.0\.1:\d+$/m, 'stats on loopback only');
+  // HAProxy accepts it as shipped for real hosts (no namespaces there).
+  const haproxy = spawnSync('haproxy', ['-v'], { encoding: 'utf8' });
+  if (haproxy.status === 0) {
+    const dir = tempDir('haproxy');
+    const file = path.join(dir, 'haproxy.cfg');
+    fs.writeFileSync(file, cfg.replaceAll(' namespace wsc-lb', ''));
+    const check = spawnSync('haproxy', ['-c', '-f', file], { encoding: 'utf8' });
+    assert.equal(check.status, 0, check.stdout + check.stderr);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
