@@ -119,9 +119,10 @@ awaitable<void> pipeline::dashboard(http_server::exchange& ex, outcome& out) {
         in.now = routing::clock::now();
         in.activity = activity_.view(in.now_ms);
         out.status = 200;
+        auto doc = status::build_status(in);
+        if (starter_) doc["swaps"] = starter_->swap_status();
         auto ec = co_await http_server::write_json(
-            *ex.client, 200,
-            status::build_status(in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+            *ex.client, 200, doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
             ex.keep_alive, ex.id, cfg.timeouts.stream_idle);
         if (ec) ex.keep_alive = false;
         co_return;

@@ -249,7 +249,12 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     // Only supervised backends are started on demand: no coroutine call for the others.
     const bool any_supervised = std::any_of(cfg.backends.begin(), cfg.backends.end(),
                                             [](const config::backend& b) { return b.supervised(); });
-    if (starter_ && any_supervised) co_await starter_->wake(cfg, out.cls.model);
+    admission admitted;  // held to the end of the request
+    if (starter_ && any_supervised) admitted = co_await starter_->wake(cfg, out.cls.model);
+    if (!admitted.error.empty()) {
+        co_await fail_starting(ex, out, admitted);
+        co_return;
+    }
     const std::uint64_t bytes = fp ? fp->total_bytes : ex.request.body().size();
     // Backends the registry added by a reload after this request took its config are not
     // candidates: the request's backend list is the one it indexes.
