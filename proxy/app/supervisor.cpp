@@ -110,8 +110,9 @@ void supervisor::tick(const config::config& cfg, clock::time_point now) {
         if (c.proc && group && !c.healthy_seen && now - c.started > b.start_timeout) {
             c.start_failures += 1;
             totals_.failed_starts += 1;
-            c.last_failure = fmt::format("llama-server did not turn healthy within start_timeout "
-                                         "({} s)", std::chrono::duration_cast<std::chrono::seconds>(b.start_timeout).count());
+            c.last_failure = fmt::format(
+                "llama-server did not turn healthy within start_timeout ({} s)",
+                std::chrono::duration_cast<std::chrono::seconds>(b.start_timeout).count());
             c.wanted = false;
             c.stopping = true;
             stops.emplace_back(idx, "it did not turn healthy in time");

@@ -67,7 +67,7 @@ public:
         std::vector<member_view> members;
     };
     struct swap_totals {
-        std::uint64_t swaps = 0;        // members stopped to make room for another
+        std::uint64_t swaps = 0;  // members stopped to make room for another
         std::uint64_t failed_starts = 0;
         double drain_seconds = 0, save_seconds = 0, stop_seconds = 0, start_seconds = 0;
     };

@@ -71,9 +71,10 @@ awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
         const auto& b = cfg.backends[i];
         if (b.retired) continue;
         // Supervised: warmslot's own state of the process; else what the monitor last saw.
-        std::string state = starter_ && b.supervised()
-                                ? starter_->state_of(static_cast<int>(i))
-                                : (i < views.size() && views[i].healthy ? "running" : "unavailable");
+        std::string state =
+            starter_ && b.supervised()
+                ? starter_->state_of(static_cast<int>(i))
+                : (i < views.size() && views[i].healthy ? "running" : "unavailable");
         // A stopped process has no port to ask (another program may have it now).
         const bool ask = state != "stopped" && state != "draining";
         const auto r = ask ? co_await upstream::call(pool, b, http::verb::get, "/v1/models", "",
@@ -95,8 +96,8 @@ awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
         for (const auto& name : b.models) {
             if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
             seen.push_back(name);
-            data.push_back({{"id", name}, {"object", "model"}, {"owned_by", b.name},
-                            {"state", state}});
+            data.push_back(
+                {{"id", name}, {"object", "model"}, {"owned_by", b.name}, {"state", state}});
         }
     }
     out.status = 200;

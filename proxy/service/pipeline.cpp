@@ -172,7 +172,8 @@ awaitable<void> pipeline::fail_starting(http_server::exchange& ex, outcome& out,
     out.error = kind;
     http::response<http::string_body> res{static_cast<http::status>(out.status), 11};
     res.set(http::field::content_type, "application/json; charset=utf-8");
-    res.set(http::field::retry_after, std::to_string(std::max<long long>(1, a.retry_after.count())));
+    res.set(http::field::retry_after,
+            std::to_string(std::max<long long>(1, a.retry_after.count())));
     res.set("X-Warmslot-Request-Id", ex.id);
     res.keep_alive(ex.keep_alive);
     res.body() = api::error_body(kind, a.error, out.cls.ep.dialect);

@@ -157,18 +157,18 @@ std::string swap_groups(const json& s) {
             std::string notes = text(m, "state");
             if (m.value("home", false)) notes += ", home";
             if (number(m, "waiting") > 0) notes += ", " + text(m, "waiting") + " waiting";
-            members += fmt::format("{}{} ({})", members.empty() ? "" : ", ", text(m, "backend"),
-                                   notes);
+            members +=
+                fmt::format("{}{} ({})", members.empty() ? "" : ", ", text(m, "backend"), notes);
         }
         rows.push_back({text(g, "name"), text(g, "max_running"), members});
     }
     const json& t = swaps.contains("totals") ? swaps["totals"] : json::object();
     return table(rows) +
-           fmt::format("swaps: {} (drain {:.1f} s, save {:.1f} s, stop {:.1f} s, start {:.1f} s); "
-                       "failed starts: {}\n\n",
-                       text(t, "swaps"), number(t, "drain_seconds"), number(t, "save_seconds"),
-                       number(t, "stop_seconds"), number(t, "start_seconds"),
-                       text(t, "failed_starts"));
+           fmt::format(
+               "swaps: {} (drain {:.1f} s, save {:.1f} s, stop {:.1f} s, start {:.1f} s); "
+               "failed starts: {}\n\n",
+               text(t, "swaps"), number(t, "drain_seconds"), number(t, "save_seconds"),
+               number(t, "stop_seconds"), number(t, "start_seconds"), text(t, "failed_starts"));
 }
 
 std::string format_status(const json& s, std::size_t n) {

@@ -279,7 +279,8 @@ TEST_CASE("format_status: swap groups, only when there are any") {
     CHECK(text.find("SWAP GROUP  PLACES  MEMBERS") != std::string::npos);
     CHECK(text.find("gpu         1       coder (draining, home), chat (stopped, 3 waiting)") !=
           std::string::npos);
-    CHECK(text.find("swaps: 4 (drain 1.2 s, save 0.5 s, stop 0.8 s, start 6.0 s); failed starts: 0") !=
+    CHECK(text.find(
+              "swaps: 4 (drain 1.2 s, save 0.5 s, stop 0.8 s, start 6.0 s); failed starts: 0") !=
           std::string::npos);
     CHECK(status::format_status(json::parse(R"({"backends": []})"), 0).find("SWAP GROUP") ==
           std::string::npos);
