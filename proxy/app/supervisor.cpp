@@ -4,19 +4,23 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "app/supervisor_child.hpp"
 #include "util/log.hpp"
 
 namespace warmslot::app {
 namespace {
 
-using routing::clock;
 constexpr auto tick_interval = std::chrono::milliseconds(200);
 constexpr auto stop_grace = std::chrono::milliseconds(10'000);
 constexpr auto stable_run = std::chrono::seconds(60);  // a run this long resets the backoff
@@ -42,15 +46,6 @@ void assign_ports(config::config& cfg) {
         b.child_key = random_child_key();
     }
 }
-
-struct supervisor::child {
-    std::unique_ptr<process> proc;
-    bool wanted = false;    // should be running: start always, or woken by a request
-    bool decided = false;   // `wanted` was set from the config once
-    bool stopping = false;  // being saved and stopped
-    int failures = 0;       // consecutive short runs (backoff)
-    clock::time_point started{}, next_start{}, last_use{};
-};
 
 supervisor::supervisor(const config::source& src, routing::registry& reg,
                        net::any_io_executor ex, save_fn save)
@@ -78,55 +73,92 @@ awaitable<void> supervisor::loop() {
     }
 }
 
-// One look at every supervised backend: reap, restart, stop when idle or retired, start.
+// One look at every supervised backend: reap, restart, stop when idle or retired, start; then
+// the swap groups' decisions.
 void supervisor::tick(const config::config& cfg, clock::time_point now) {
     if (stopping_) return;
     const auto views = reg_.snapshot();
     // Stops start after the lock is released: co_spawn may run save_and_stop inline up to its
     // first suspension, and save_and_stop takes the lock.
-    std::vector<std::pair<int, const char*>> stops;
+    stop_list stops;
     std::unique_lock lock(mu_);
     for (std::size_t i = 0; i < cfg.backends.size(); ++i) {
         const auto& b = cfg.backends[i];
         if (!b.supervised()) continue;
         auto& c = child_of(i);
         const int idx = static_cast<int>(i);
+        const auto group = b.retired ? std::nullopt : group_of(cfg, b.name);
         if (!c.decided) {
             c.decided = true;
-            c.wanted = c.wanted || b.start == config::start_mode::always;
+            c.wanted = c.wanted || (b.start == config::start_mode::always && !group);
         }
         if (c.stopping) continue;
-        if (c.proc) {
-            if (auto ended = c.proc->poll()) {
-                const bool short_run = now - c.started < stable_run;
-                c.failures = short_run ? c.failures + 1 : 0;
-                c.next_start = now + (c.failures == 0 ? clock::duration::zero()
-                                                      : backoff(c.failures, b.restart_backoff_max));
-                log()->warn("backend {}: llama-server (pid {}) {}; restarting in {} ms", b.name,
-                            c.proc->pid(), ended->describe(),
-                            std::chrono::duration_cast<std::chrono::milliseconds>(c.next_start - now).count());
-                c.proc.reset();
-                reg_.set_stopped(idx, true);
-                reg_.forget_all(idx);  // a new process holds nothing
-            }
-        }
+        if (c.proc) reap(b, idx, c, now);
         const std::size_t in_flight = i < views.size() ? views[i].in_flight : 0;
-        if (in_flight > 0) c.last_use = now;  // idle time counts from the end of the last request
+        // Idle time counts from the end of the last request.
+        if (in_flight > 0 || c.admitted->load() > 0) c.last_use = now;
+        if (c.proc && !c.healthy_seen && i < views.size() && views[i].healthy) {
+            c.healthy_seen = true;
+            if (c.time_start)
+                totals_.start_seconds += std::chrono::duration<double>(now - c.started).count();
+            c.time_start = false;
+        }
         if (c.proc && b.retired) {
             c.stopping = true;
             stops.emplace_back(idx, "removed from the config");
             continue;
         }
-        if (c.proc && b.idle_stop.count() > 0 && in_flight == 0 && now - c.last_use > b.idle_stop) {
+        if (c.proc && group && !c.healthy_seen && now - c.started > b.start_timeout) {
+            c.start_failures += 1;
+            totals_.failed_starts += 1;
+            c.last_failure = fmt::format(
+                "llama-server did not turn healthy within start_timeout ({} s)",
+                std::chrono::duration_cast<std::chrono::seconds>(b.start_timeout).count());
+            c.wanted = false;
+            c.stopping = true;
+            stops.emplace_back(idx, "it did not turn healthy in time");
+            continue;
+        }
+        const bool home = group && cfg.swap_groups[*group].home == b.name;
+        if (c.proc && !home && b.idle_stop.count() > 0 && in_flight == 0 &&
+            c.admitted->load() == 0 && now - c.last_use > b.idle_stop) {
             c.wanted = false;
             c.stopping = true;
             stops.emplace_back(idx, "idle");
             continue;
         }
-        if (!c.proc && c.wanted && !b.retired && now >= c.next_start) launch(idx, b, c);
+        // A member of a swap group starts only when its group decides so (tick_groups).
+        if (!group && !c.proc && c.wanted && !b.retired && now >= c.next_start) launch(idx, b, c);
     }
+    tick_groups(cfg, views, now, stops);
     lock.unlock();
-    for (const auto& [idx, why] : stops) net::co_spawn(ex_, save_and_stop(idx, why), net::detached);
+    for (auto& [idx, why] : stops)
+        net::co_spawn(ex_, save_and_stop(idx, std::move(why)), net::detached);
+}
+
+// A process that exited: restarted after a pause (a member of a swap group only when its
+// group starts it again). One that never turned healthy is a failed start: the requests
+// waiting for it are told so.
+void supervisor::reap(const config::backend& b, int index, child& c, clock::time_point now) {
+    const auto ended = c.proc->poll();
+    if (!ended) return;
+    const bool short_run = now - c.started < stable_run;
+    c.failures = short_run ? c.failures + 1 : 0;
+    c.next_start = now + (c.failures == 0 ? clock::duration::zero()
+                                          : backoff(c.failures, b.restart_backoff_max));
+    log()->warn("backend {}: llama-server (pid {}) {}; restarting in {} ms", b.name, c.proc->pid(),
+                ended->describe(),
+                std::chrono::duration_cast<std::chrono::milliseconds>(c.next_start - now).count());
+    if (!c.healthy_seen) {
+        c.start_failures += 1;
+        totals_.failed_starts += 1;
+        c.last_failure = "llama-server " + ended->describe() + " before it turned healthy";
+    }
+    c.proc.reset();
+    c.healthy_seen = false;
+    c.time_start = false;
+    reg_.set_stopped(index, true);
+    reg_.forget_all(index);  // a new process holds nothing
 }
 
 void supervisor::launch(int index, const config::backend& b, child& c) {
@@ -146,11 +178,15 @@ void supervisor::launch(int index, const config::backend& b, child& c) {
         }
         c.proc = start_process(opts);
         c.started = c.last_use = now;
+        c.healthy_seen = false;
         reg_.set_stopped(index, false);  // healthy again once the monitor sees it answer
         log()->info("backend {}: started llama-server (pid {}) on {}{}", b.name, c.proc->pid(),
                     b.url, opts.log_path.empty() ? "" : ", log " + opts.log_path);
     } catch (const std::exception& e) {
         c.failures += 1;
+        c.start_failures += 1;
+        totals_.failed_starts += 1;
+        c.last_failure = std::string("cannot start ") + opts.argv.front() + ": " + e.what();
         c.next_start = now + backoff(c.failures, b.restart_backoff_max);
         log()->error("backend {}: cannot start {}: {}", b.name, opts.argv.front(), e.what());
     }
@@ -158,17 +194,25 @@ void supervisor::launch(int index, const config::backend& b, child& c) {
 
 // Waits for the backend's requests to finish (within the shutdown grace), saves its valuable
 // slots while it still runs, then stops the process.
-awaitable<void> supervisor::save_and_stop(int backend, const char* why) {
+awaitable<void> supervisor::save_and_stop(int backend, std::string why) {
     const auto cfg = src_.current();
-    const auto& b = cfg->backends[static_cast<std::size_t>(backend)];
+    const auto i = static_cast<std::size_t>(backend);
+    const auto& b = cfg->backends[i];
+    std::shared_ptr<std::atomic<std::size_t>> admitted;
+    {
+        std::lock_guard lock(mu_);
+        admitted = child_of(i).admitted;
+    }
     net::steady_timer timer(ex_);
-    const auto deadline = clock::now() + cfg->timeouts.shutdown_grace;
+    const auto t0 = clock::now();
+    const auto deadline = t0 + cfg->timeouts.shutdown_grace;
     while (clock::now() < deadline) {
         const auto views = reg_.snapshot();
-        if (views[static_cast<std::size_t>(backend)].in_flight == 0) break;
+        if (views[i].in_flight == 0 && admitted->load() == 0) break;
         timer.expires_after(std::chrono::milliseconds(50));
         co_await timer.async_wait(nothrow);
     }
+    const auto t1 = clock::now();
     if (save_) {
         try {
             co_await save_(backend);
@@ -176,10 +220,11 @@ awaitable<void> supervisor::save_and_stop(int backend, const char* why) {
             log()->warn("backend {}: saving slots before the stop failed: {}", b.name, e.what());
         }
     }
+    const auto t2 = clock::now();
     std::unique_ptr<process> proc;
     {
         std::lock_guard lock(mu_);
-        proc = std::move(child_of(static_cast<std::size_t>(backend)).proc);
+        proc = std::move(child_of(i).proc);
     }
     reg_.set_stopped(backend, true);  // no new plans; the monitor cannot revive it meanwhile
     if (proc) {
@@ -188,8 +233,19 @@ awaitable<void> supervisor::save_and_stop(int backend, const char* why) {
                     ended.describe());
     }
     reg_.forget_all(backend);
+    const auto t3 = clock::now();
     std::lock_guard lock(mu_);
-    child_of(static_cast<std::size_t>(backend)).stopping = false;
+    auto& c = child_of(i);
+    if (c.swapping) {
+        using secs = std::chrono::duration<double>;
+        totals_.drain_seconds += secs(t1 - t0).count();
+        totals_.save_seconds += secs(t2 - t1).count();
+        totals_.stop_seconds += secs(t3 - t2).count();
+        log()->info("backend {}: swapped out (drain {:.2f} s, save {:.2f} s, stop {:.2f} s)",
+                    b.name, secs(t1 - t0).count(), secs(t2 - t1).count(), secs(t3 - t2).count());
+    }
+    c.stopping = c.swapping = c.healthy_seen = false;
+    if (!stopping_) sync();  // the place it held may be a waiter's now
 }
 
 awaitable<void> supervisor::stop_all() {
@@ -205,52 +261,6 @@ awaitable<void> supervisor::stop_all() {
         }
     }
     for (int i : running) co_await save_and_stop(i, "warmslot is stopping");
-}
-
-void supervisor::used(int backend) {
-    std::lock_guard lock(mu_);
-    child_of(static_cast<std::size_t>(backend)).last_use = clock::now();
-}
-
-// Runs on the request's worker: marks the matching stopped backends wanted, asks the loop to
-// look now, and polls the registry until one is healthy.
-awaitable<void> supervisor::wake(const config::config& cfg, std::string model) {
-    const bool any = std::any_of(cfg.backends.begin(), cfg.backends.end(),
-                                 [](const config::backend& b) { return b.supervised() && !b.retired; });
-    if (!any) co_return;
-    const auto views = reg_.snapshot();
-    std::vector<std::size_t> waiting;
-    clock::duration limit{};
-    for (std::size_t i = 0; i < cfg.backends.size() && i < views.size(); ++i) {
-        const auto& b = cfg.backends[i];
-        if (b.retired) continue;
-        if (views[i].healthy && (model.empty() || routing::serves(views[i], model))) co_return;
-        const bool named = model.empty() || b.models.empty() ||
-                           std::find(b.models.begin(), b.models.end(), model) != b.models.end();
-        if (!b.supervised() || !named) continue;
-        waiting.push_back(i);
-        limit = std::max<clock::duration>(limit, b.start_timeout);
-    }
-    if (waiting.empty()) co_return;
-    {
-        std::lock_guard lock(mu_);
-        for (auto i : waiting) {
-            auto& c = child_of(i);
-            c.wanted = true;
-            c.last_use = clock::now();
-        }
-    }
-    sync();
-    net::steady_timer timer(co_await net::this_coro::executor);
-    const auto deadline = clock::now() + limit;
-    while (clock::now() < deadline) {
-        const auto now_views = reg_.snapshot();
-        for (auto i : waiting) {
-            if (i < now_views.size() && now_views[i].healthy) co_return;
-        }
-        timer.expires_after(std::chrono::milliseconds(50));
-        co_await timer.async_wait(nothrow);
-    }
 }
 
 }  // namespace warmslot::app

@@ -3,15 +3,23 @@
 // die, stops them when idle, retired by a reload, or at shutdown, each time saving their
 // valuable slots first.
 //
+// Swap groups (config `swap_groups`): members share a device; at most `max_running` of them
+// have a process at once. A request for a stopped member waits in wake() (registered as a
+// waiter); each tick asks routing::swap::decide which member to drain and which to start, and
+// a drained member's requests finish, its slots are saved and its process stops before the
+// waiter's member starts. Requests admitted on a member hold a lease until they end, so a drain
+// never stops a process under a request wake() let through.
+//
 // Processes are started, polled and stopped only on the supervisor's own executor (a thread
 // that is not an I/O worker: terminate() blocks). wake() and used() may be called from any
-// worker; they only set flags and read the registry.
+// worker; they only set flags under mu_ and read the registry.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,23 +51,57 @@ public:
     awaitable<void> stop_all();
 
     // service::starter
-    awaitable<void> wake(const config::config& cfg, std::string model) override;
+    awaitable<service::admission> wake(const config::config& cfg, std::string model) override;
     void used(int backend) override;
 
+    // What the status page and /metrics show of swap groups; thread-safe.
+    struct member_view {
+        std::string backend;
+        std::string state;  // stopped, starting, running, draining
+        std::size_t waiting = 0;
+        bool home = false;
+    };
+    struct group_view {
+        std::string name;
+        std::size_t max_running = 1;
+        std::vector<member_view> members;
+    };
+    struct swap_totals {
+        std::uint64_t swaps = 0;  // members stopped to make room for another
+        std::uint64_t failed_starts = 0;
+        double drain_seconds = 0, save_seconds = 0, stop_seconds = 0, start_seconds = 0;
+    };
+    std::vector<group_view> groups() const;
+    swap_totals totals() const;
+    std::string state_of(int backend) const override;
+    nlohmann::json swap_status() const override;
+    std::string swap_metrics() const override;
+
+    struct child;  // one supervised backend (app/supervisor_child.hpp)
+
 private:
-    struct child;
+    using stop_list = std::vector<std::pair<int, std::string>>;
     awaitable<void> loop();
     void tick(const config::config& cfg, routing::clock::time_point now);
+    void reap(const config::backend& b, int index, child& c, routing::clock::time_point now);
+    // supervisor_groups.cpp, under mu_
+    void tick_groups(const config::config& cfg, const std::vector<routing::backend_view>& views,
+                     routing::clock::time_point now, stop_list& stops);
+    std::optional<std::size_t> group_of(const config::config& cfg, const std::string& name) const;
+    awaitable<service::admission> wake_group(const config::config& cfg,
+                                             std::vector<std::size_t> candidates);
     void launch(int index, const config::backend& b, child& c);
-    awaitable<void> save_and_stop(int backend, const char* why);
+    awaitable<void> save_and_stop(int backend, std::string why);
     child& child_of(std::size_t backend);  // under mu_
+    const child* find_child(std::size_t backend) const;  // under mu_
 
     const config::source& src_;
     routing::registry& reg_;
     net::any_io_executor ex_;
     save_fn save_;
     bool stopping_ = false;  // on ex_ only
-    std::mutex mu_;          // children_'s flags (wanted, last use) for wake() and used()
+    mutable std::mutex mu_;  // children_'s flags and counts for wake(), used() and the views
+    swap_totals totals_;     // under mu_
     std::vector<std::unique_ptr<child>> children_;  // by backend index
 };
 

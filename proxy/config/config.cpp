@@ -448,6 +448,7 @@ config reader::read(const YAML::Node& root) {
     config c;
     int backends_line = 0;
     bool have_cache = false;
+    std::optional<entry> groups;  // read once the backends are known
     read_map(top, {{"listen", [&](const entry& v) { c.listen = read_listen(v); }},
                    {"backends",
                     [&](const entry& v) {
@@ -466,9 +467,11 @@ config reader::read(const YAML::Node& root) {
                     }},
                    {"rewrite", [&](const entry& v) { c.rewrite = read_rewrite(v); }},
                    {"log", [&](const entry& v) { c.log = read_log(v); }},
-                   {"dashboard", [&](const entry& v) { c.dashboard = read_dashboard(v); }}});
+                   {"dashboard", [&](const entry& v) { c.dashboard = read_dashboard(v); }},
+                   {"swap_groups", [&](const entry& v) { groups = v; }}});
     if (backends_line == 0)
         fail(top.line, "backends", "is required; list at least one llama-server");
+    if (groups) c.swap_groups = read_swap_groups(*groups, c, top);
     if (!have_cache) c.cache.dir = default_cache_dir();
     default_slot_paths(c, top, backends_line);
     return c;

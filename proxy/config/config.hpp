@@ -48,6 +48,7 @@ struct backend {
                                        // adds --host, --port and --slot-save-path itself.
     start_mode start = start_mode::always;
     millis idle_stop{0};               // stop after this long without requests; 0 = never
+                                       // (a swap group's home is never stopped for idling)
     millis start_timeout{120'000};     // how long requests wait for it to start and turn healthy
     millis restart_backoff_max{30'000};  // longest pause between restarts after it exits
     // Variables set for the process on top of the allow-listed ones it gets from warmslot's
@@ -61,6 +62,19 @@ struct backend {
                            // (never set by the parser; see config/reload.hpp)
 
     bool supervised() const noexcept { return !command.empty(); }
+};
+
+// Command backends that share a device (or a memory budget) and may not all run at once
+// (see docs/config.md, "swap_groups"). Members are named, not indexed: a reload may append
+// backends, and the supervisor finds each member by name in the snapshot it runs on.
+struct swap_group {
+    std::string name;
+    std::vector<std::string> backends;  // at least two command backends, each in one group only
+    std::size_t max_running = 1;        // how many members may run together (below the count)
+    millis min_residency{30'000};       // a started member is kept this long while it is used
+    std::string home;                   // "" or a member: started with warmslot, and the one
+                                        // the group returns to when the others are idle
+    millis home_after{300'000};         // how long the others are idle before it returns
 };
 
 struct limits {
@@ -179,6 +193,7 @@ struct http_settings {
 struct config {
     listen_address listen;
     std::vector<backend> backends;
+    std::vector<swap_group> swap_groups;
     std::vector<std::string> api_keys;  // resolved secrets; empty = no key required. Never log.
     std::vector<key_grant> key_grants;  // one per api_keys entry, in the same order
     http_settings http;

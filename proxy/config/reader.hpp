@@ -89,6 +89,13 @@ class reader {
                             const std::vector<std::pair<std::string, int>>& command_only) const;
     void default_slot_paths(config& c, const entry& top, int backends_line) const;
 
+    // groups.cpp; after the backends are read (they may come later in the file).
+    std::vector<swap_group> read_swap_groups(const entry& e, const config& c,
+                                             const entry& top) const;
+    swap_group read_swap_group(const entry& e) const;
+    void check_swap_group(const entry& e, const swap_group& g, const config& c,
+                          const entry& top) const;
+
     std::string source_;
     const env_lookup& env_;
 };

@@ -123,9 +123,10 @@ awaitable<void> pipeline::dashboard(http_server::exchange& ex, outcome& out) {
         const bool all = !out.caller || out.caller->role == config::key_role::admin;
         in.activity = activity_.view(in.now_ms, all ? nullptr : &out.caller->tenant);
         out.status = 200;
+        auto doc = status::build_status(in);
+        if (starter_) doc["swaps"] = starter_->swap_status();
         auto ec = co_await http_server::write_json(
-            ex, 200,
-            status::build_status(in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+            ex, 200, doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
             cfg.timeouts.stream_idle);
         if (ec) ex.keep_alive = false;
         co_return;

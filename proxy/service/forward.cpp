@@ -275,7 +275,12 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     // Only supervised backends are started on demand: no coroutine call for the others.
     const bool any_supervised = std::any_of(cfg.backends.begin(), cfg.backends.end(),
                                             [](const config::backend& b) { return b.supervised(); });
-    if (starter_ && any_supervised) co_await starter_->wake(cfg, out.cls.model);
+    admission admitted;  // held to the end of the request
+    if (starter_ && any_supervised) admitted = co_await starter_->wake(cfg, out.cls.model);
+    if (!admitted.error.empty()) {
+        co_await fail_starting(ex, out, admitted);
+        co_return;
+    }
     const std::uint64_t bytes = fp ? fp->total_bytes : ex.request.body().size();
     // Backends the registry added by a reload after this request took its config are not
     // candidates: the request's backend list is the one it indexes.
@@ -363,6 +368,11 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
     // A per-request adapter changes what the KV holds for the same tokens: such a request is
     // neither restored from nor saved to files of the backend's own identity.
     const bool lora = body != nullptr && body->is_object() && body->contains("lora");
+    // A failover stays among the backends that serve the request's model: another model's
+    // answer is no answer (a swap group's member stopped under a request must not send it to
+    // a backend outside the group).
+    const std::string model = reg_.multi_model() ? out.cls.model : std::string();
+    std::optional<std::vector<routing::backend_view>> views;
     for (std::size_t k = 0; k < cfg.backends.size() && !st.client_gone; ++k) {
         const auto chosen = t.p.backend < 0 ? 0 : static_cast<std::size_t>(t.p.backend);
         const std::size_t i = k == 0 ? chosen : (k <= chosen ? k - 1 : k);
@@ -370,6 +380,10 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         const bool planned = t.p.backend >= 0 && i == chosen;
         if (!planned && b.retired) continue;  // removed by a reload: draining
         if (reg_.foreign(static_cast<int>(i))) continue;  // not the process warmslot started
+        if (!planned && !model.empty()) {
+            if (!views) views = reg_.snapshot();
+            if (i < views->size() && !routing::serves((*views)[i], model)) continue;
+        }
         if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
         const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
         if (slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp)) {

@@ -66,24 +66,38 @@ awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
     auto& pool = *pools_[ex.worker];
     nlohmann::json data = nlohmann::json::array();
     std::vector<std::string> seen;
-    for (const auto& b : cfg.backends) {
+    const auto views = reg_.snapshot();
+    for (std::size_t i = 0; i < cfg.backends.size(); ++i) {
+        const auto& b = cfg.backends[i];
         if (b.retired) continue;
-        const auto r = co_await upstream::call(pool, b, http::verb::get, "/v1/models", "",
-                                               cfg.timeouts.connect);
+        // Supervised: warmslot's own state of the process; else what the monitor last saw.
+        std::string state =
+            starter_ && b.supervised()
+                ? starter_->state_of(static_cast<int>(i))
+                : (i < views.size() && views[i].healthy ? "running" : "unavailable");
+        // A stopped process has no port to ask (another program may have it now).
+        const bool ask = state != "stopped" && state != "draining";
+        const auto r = ask ? co_await upstream::call(pool, b, http::verb::get, "/v1/models", "",
+                                                     cfg.timeouts.connect)
+                           : upstream::reply{};
         const auto list = nlohmann::json::parse(r.body, nullptr, false);
-        if (r.status != 200 || !list.is_object() || !list.contains("data")) continue;
-        for (auto m : list["data"]) {
-            if (!m.is_object() || !m.contains("id") || !m["id"].is_string()) continue;
-            const auto id = m["id"].get<std::string>();
-            if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
-            seen.push_back(id);
-            m["owned_by"] = b.name;
-            data.push_back(std::move(m));
+        if (r.status == 200 && list.is_object() && list.contains("data") &&
+            list["data"].is_array()) {
+            for (auto m : list["data"]) {
+                if (!m.is_object() || !m.contains("id") || !m["id"].is_string()) continue;
+                const auto id = m["id"].get<std::string>();
+                if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+                seen.push_back(id);
+                m["owned_by"] = b.name;
+                m["state"] = state;
+                data.push_back(std::move(m));
+            }
         }
         for (const auto& name : b.models) {
             if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
             seen.push_back(name);
-            data.push_back({{"id", name}, {"object", "model"}, {"owned_by", b.name}});
+            data.push_back(
+                {{"id", name}, {"object", "model"}, {"owned_by", b.name}, {"state", state}});
         }
     }
     out.status = 200;
@@ -133,6 +147,7 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
         text += fmt::format("warmslot_requests_refused_total{{reason=\"{}\"}} {}\n",
                             http_server::name(why), refusals_ ? refusals_->count(why) : 0);
     }
+    if (starter_) text += starter_->swap_metrics();
     http::response<http::string_body> res{http::status::ok, 11};
     res.set(http::field::content_type, "text/plain; version=0.0.4");
     res.set(http::field::cache_control, "no-store");

@@ -158,6 +158,25 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
     if (ec) ex.keep_alive = false;
 }
 
+awaitable<void> pipeline::fail_starting(http_server::exchange& ex, outcome& out,
+                                        const admission& a) {
+    const auto kind = api::error_kind::backend_unavailable;
+    out.status = api::describe(kind).status;
+    out.error = kind;
+    http::response<http::string_body> res{static_cast<http::status>(out.status), 11};
+    res.set(http::field::content_type, "application/json; charset=utf-8");
+    res.set(http::field::retry_after,
+            std::to_string(std::max<long long>(1, a.retry_after.count())));
+    res.set("X-Warmslot-Request-Id", ex.id);
+    res.keep_alive(ex.keep_alive);
+    res.body() = api::error_body(kind, a.error, out.cls.ep.dialect);
+    res.prepare_payload();
+    ex.client->expires_after(out.cfg->timeouts.stream_idle);
+    const auto ec = co_await http_server::write_message(*ex.client, res);
+    ex.client->expires_never();
+    if (ec) ex.keep_alive = false;
+}
+
 void pipeline::log_access(const http_server::exchange& ex, const outcome& out, double ms) const {
     if (!out.cfg->log.access) return;
     const auto& req = ex.request;

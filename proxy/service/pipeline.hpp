@@ -5,6 +5,7 @@
 // exchange's worker, so no lock is needed. Shared counters are atomics.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,15 +71,30 @@ struct rejection {
 // the key, the key's role, the Content-Type of a body read as JSON.
 enum class gate { pass, misdirected, unauthorized, forbidden, media_type };
 
+// What a request got from starter::wake: go on (holding `lease` to the end of the request,
+// which keeps a swap group from stopping the backend under it), or `error`: answer 503 with
+// Retry-After (the backend of a swap group did not start in time, or failed to start).
+struct admission {
+    std::shared_ptr<void> lease;
+    std::string error;  // "" = go on
+    std::chrono::seconds retry_after{0};
+};
+
 // Starts supervised backends that are stopped (app/supervisor); optional.
 class starter {
 public:
     virtual ~starter() = default;
     // Before a request is planned: starts the stopped on-demand backends that could serve
-    // `model` and waits, within their start_timeout, until one of them is healthy.
-    virtual awaitable<void> wake(const config::config& cfg, std::string model) = 0;
+    // `model` and waits, within their start_timeout, until one of them is healthy. A backend
+    // of a swap group may first need another member drained, saved and stopped.
+    virtual awaitable<admission> wake(const config::config& cfg, std::string model) = 0;
     // A request was placed on `backend` (for idle_stop).
     virtual void used(int backend) = 0;
+    // "stopped", "starting", "running" or "draining" for a supervised backend.
+    virtual std::string state_of(int backend) const = 0;
+    // The swap groups for the status page ([] when none) and their counters for /metrics.
+    virtual nlohmann::json swap_status() const = 0;
+    virtual std::string swap_metrics() const = 0;
 };
 
 class pipeline {
@@ -126,6 +142,8 @@ private:
                 double ms);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
+    // 503 backend_unavailable with Retry-After: a backend that could not be started in time.
+    awaitable<void> fail_starting(http_server::exchange& ex, outcome& out, const admission& a);
     // `g`: what the header checks found (service/gate.cpp).
     std::optional<rejection> check(const http::request<http::string_body>& req,
                                    const api::endpoint& ep, gate g,

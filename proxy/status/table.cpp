@@ -150,10 +150,36 @@ std::string human_ago(double seconds) {
     return fmt::format("{:.0f}d", seconds / 86400);
 }
 
+// Swap groups: who holds each group's places, and what swaps cost so far ("" when none).
+std::string swap_groups(const json& s) {
+    const json& swaps = s.contains("swaps") ? s["swaps"] : json::object();
+    const auto& groups = list(swaps, "groups");
+    if (groups.empty()) return "";
+    std::vector<row> rows{{"SWAP GROUP", "PLACES", "MEMBERS"}};
+    for (const auto& g : groups) {
+        std::string members;
+        for (const auto& m : list(g, "members")) {
+            std::string notes = text(m, "state");
+            if (m.value("home", false)) notes += ", home";
+            if (number(m, "waiting") > 0) notes += ", " + text(m, "waiting") + " waiting";
+            members +=
+                fmt::format("{}{} ({})", members.empty() ? "" : ", ", text(m, "backend"), notes);
+        }
+        rows.push_back({text(g, "name"), text(g, "max_running"), members});
+    }
+    const json& t = swaps.contains("totals") ? swaps["totals"] : json::object();
+    return table(rows) +
+           fmt::format(
+               "swaps: {} (drain {:.1f} s, save {:.1f} s, stop {:.1f} s, start {:.1f} s); "
+               "failed starts: {}\n\n",
+               text(t, "swaps"), number(t, "drain_seconds"), number(t, "save_seconds"),
+               number(t, "stop_seconds"), number(t, "start_seconds"), text(t, "failed_starts"));
+}
+
 std::string format_status(const json& s, std::size_t n) {
     const json& t = s.contains("totals") ? s["totals"] : json::object();
-    std::string out =
-        backends(s) + "\n" + slots(s) + "\n" + disk(s, number(s, "now") / 1000) + "\n";
+    std::string out = backends(s) + "\n" + swap_groups(s) + slots(s) + "\n" +
+                      disk(s, number(s, "now") / 1000) + "\n";
     out +=
         fmt::format("prompt tokens: {} processed, {} reused; about {:.1f} prefill seconds saved\n",
                     text(t, "prompt_tokens_processed"), text(t, "prompt_tokens_reused"),

@@ -227,6 +227,7 @@ test('the example config passes both', () => {
 const maps = {
   '': schema,
   'backends[0]': schema.properties.backends.items,
+  'swap_groups[0]': schema.properties.swap_groups.items,
   limits: schema.properties.limits,
   timeouts: schema.properties.timeouts,
   routing: schema.properties.routing,
@@ -255,6 +256,7 @@ test('the parser and the schema know the same keys at every level', () => {
     let text;
     if (where === '') text = `${url}zz_unknown: 1\n`;
     else if (where === 'backends[0]') text = `${url}    zz_unknown: 1\n`;
+    else if (where === 'swap_groups[0]') text = `${url}swap_groups:\n  - zz_unknown: 1\n`;
     else text = `${url}${where}:\n  zz_unknown: 1\n`;
     const r = checkConfig(text);
     const listed = r.stderr.match(/unknown key; expected one of: (.*)$/m);
@@ -283,7 +285,8 @@ test('docs/config.md documents every key of the schema, and no other', () => {
   }
   assert.deepEqual(Object.keys(documented).sort(), keysOf(schema));
   for (const [section, keys] of Object.entries(documented)) {
-    const node = section === 'backends' ? maps['backends[0]'] : schema.properties[section];
+    const node = ['backends', 'swap_groups'].includes(section) ? maps[`${section}[0]`]
+      : schema.properties[section];
     assert.deepEqual(keys, node.properties ? keysOf(node) : [], `docs/config.md, section ${section}`);
   }
   // The rules block is one table in the rewrite section: `key` rows for its plain keys and

@@ -211,10 +211,27 @@ function renderRequests(s) {
   $('requests').tBodies[0].replaceChildren(...rows);
 }
 
+// Swap groups: which member holds each group's places, who waits, and what swaps cost so far.
+function renderSwaps(s) {
+  const groups = s.swaps?.groups ?? [];
+  $('swaps-panel').hidden = groups.length === 0;
+  if (!groups.length) return;
+  const t = s.swaps.totals;
+  const rows = groups.map((g) => el('tr', {}, el('td', {}, g.name), el('td', {}, g.max_running),
+    el('td', {}, g.members.map((m) => `${m.backend} (${m.state}${m.home ? ', home' : ''}` +
+      `${m.waiting ? `, ${m.waiting} waiting` : ''})`).join(', '))));
+  $('swaps').replaceChildren(
+    el('table', {}, el('tr', {}, el('th', {}, 'group'), el('th', {}, 'places'), el('th', {}, 'members')), rows),
+    el('p', { class: 'muted' }, `${fmtInt(t.swaps)} swaps: drain ${t.drain_seconds.toFixed(1)} s, ` +
+      `save ${t.save_seconds.toFixed(1)} s, stop ${t.stop_seconds.toFixed(1)} s, ` +
+      `start ${t.start_seconds.toFixed(1)} s; ${fmtInt(t.failed_starts)} failed starts`));
+}
+
 function render(s) {
   last = s;
   renderTotals(s);
   renderBackends(s);
+  renderSwaps(s);
   renderDisk(s);
   renderCharts(s);
   renderRequests(s);

@@ -1,0 +1,69 @@
+// Swap groups: which member of a group of backends that share a device to stop, and which to
+// start, at one moment. Pure: the supervisor (app/supervisor.cpp) describes the group as it is
+// and carries out the decision; nothing here knows processes, clocks or threads.
+//
+// The rules, in order:
+// - A member that is not stopped (starting, running or being drained) holds one of the group's
+//   `max_running` places; a place frees only once its process is gone, so two members never
+//   run beyond the limit, not even for the length of a swap.
+// - Stopped members with waiting requests are served in the order their oldest request began
+//   to wait (fair between models: the one that waited longest goes first), each into a free
+//   place, else into the place of a member being drained already, else one more member is
+//   drained for it.
+// - The member drained for a waiter is a running one nobody uses (no request in flight, none
+//   waiting) if there is one, else one whose residency (time since its start) reached
+//   `min_residency`: a member that just started keeps its place while it serves requests, so
+//   two busy models do not thrash. Among those: not the home, then the least recently used.
+//   A starting member is never drained while requests wait for it.
+// - With nobody waiting, the home member starts in a free place, or takes the place of a
+//   member that has been idle for `home_after`.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace warmslot::routing::swap {
+
+using clock = std::chrono::steady_clock;
+
+enum class state {
+    stopped,   // no process
+    starting,  // process started, not healthy yet
+    running,   // healthy, takes requests
+    draining,  // chosen to stop: its requests finish, its slots are saved, then it stops
+};
+
+struct member {
+    state st = state::stopped;
+    std::size_t waiting = 0;          // requests waiting for it to take requests
+    clock::time_point oldest_wait{};  // when the first of them began to wait
+    std::size_t busy = 0;             // requests admitted on it, not finished
+    clock::time_point started{};      // when its process was started (not stopped)
+    clock::time_point last_use{};     // when a request last ran on it
+    bool home = false;
+};
+
+struct limits {
+    std::size_t max_running = 1;
+    clock::duration min_residency{};
+    clock::duration home_after{};
+};
+
+struct decision {
+    std::vector<std::size_t> start;  // members to start now (indexes into the span)
+    std::vector<std::size_t> drain;  // members to drain, save and stop now
+    // A member that keeps a waiter out only because its residency has not reached
+    // min_residency (the first such one found), for the log; std::nullopt when none.
+    std::optional<std::size_t> held_by;
+    bool empty() const noexcept { return start.empty() && drain.empty(); }
+};
+
+decision decide(const limits& lim, std::span<const member> members, clock::time_point now);
+
+// Places held (members not stopped).
+std::size_t occupied(std::span<const member> members);
+
+}  // namespace warmslot::routing::swap

@@ -1,0 +1,204 @@
+// Swap groups: two supervised llama-servers that may not run together (a plain and a hybrid
+// model) and a third outside the group. Switching between them drains, saves and stops one and
+// starts the other; switching back restores the document from disk instead of computing it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { getJson, llamaServerBin, modelPath, postJson, questionTokens } from './lib/llama.mjs';
+import { runScript, tempDir, waitFor } from './lib/procs.mjs';
+import { startWarmslot } from './lib/warmslot.mjs';
+import { chat, makeDocument } from './lib/text.mjs';
+
+const logText = (ws) => fs.readFileSync(ws.logFile, 'utf8');
+const server = (model) => [llamaServerBin(), '-m', model, '-c', '32768', '-np', '2', '-t', '1'];
+
+// The live (not zombie) processes whose command line holds `needle`, from /proc.
+function processesWith(needle) {
+  const found = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(needle)) continue;
+      if (/^\d+ \(.*\) Z/s.test(fs.readFileSync(`/proc/${entry}/stat`, 'utf8'))) continue;
+      found.push(Number(entry));
+    } catch { /* gone meanwhile */ }
+  }
+  return found;
+}
+
+// Samples the process list until stopped: the most processes of the group seen at once.
+function watchGroup(slotDirs) {
+  let most = 0;
+  let samples = 0;
+  const timer = setInterval(() => {
+    const n = slotDirs.reduce((sum, dir) => sum + processesWith(`${dir}\0`).length, 0);
+    most = Math.max(most, n);
+    samples++;
+  }, 20);
+  return { stop: () => { clearInterval(timer); return { most, samples }; } };
+}
+
+// Kills whatever llama-server of this test outlived warmslot (their groups are their own).
+function killLeft(cacheDir) {
+  for (const pid of processesWith(path.join(cacheDir, 'slots'))) {
+    try { process.kill(-pid, 'SIGKILL'); } catch { /* already gone */ }
+  }
+}
+
+// The URL of the running process of `backend`, from warmslot's log.
+function backendUrl(ws, backend) {
+  const all = [...logText(ws).matchAll(new RegExp(`backend ${backend}: started llama-server \\(pid \\d+\\) on (http://[^,\\s]+)`, 'g'))];
+  return all.at(-1)?.[1];
+}
+
+async function metric(url, name) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(text.match(new RegExp(`^${name.replace(/[{}"]/g, '\\$&')} (\\S+)`, 'm'))?.[1] ?? NaN);
+}
+
+// The tokens of warmslot's slot probe on a new process (two tiny prompts, one per slot): work
+// a new llama-server does before any request, not part of a request's cost.
+async function probeTokens(url) {
+  let n = 0;
+  for (const slot of [0, 1]) {
+    const r = await postJson(`${url}/tokenize`, { content: `warmslot slot probe ${slot}`, add_special: true });
+    n += r.body.tokens.length;
+  }
+  return n;
+}
+
+function config(cacheDir, a, b, c) {
+  return {
+    backends: [
+      { name: 'a', command: server(a), lines: ['models: [model-a]'] },
+      { name: 'b', command: server(b), lines: ['models: [model-b]'] },
+      { name: 'c', command: server(c), lines: ['models: [model-c]'] },
+    ],
+    // In-flight requests finish before a swap stops their process (the default grace of 10 s
+    // is short for 10 requests of 8K tokens on a shared 2-core machine).
+    extra: `routing:\n  reconcile_interval: 100ms\ncache:\n  dir: ${cacheDir}\n  min_prefix_tokens: 1024\n` +
+      'timeouts:\n  shutdown_grace: 120s\n' +
+      'swap_groups:\n  - name: gpu\n    backends: [a, b]\n    min_residency: 1s\n',
+  };
+}
+
+async function ask(ws, model, doc, q) {
+  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q, { model }));
+  assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
+  return { text: r.body.choices[0].message.content, disk: r.headers.get('x-warmslot-disk') ?? '',
+    processed: r.body.timings.prompt_n, backend: r.headers.get('x-warmslot-backend') };
+}
+
+test('swap group: A, B, A, B with an 8K-token document each; switching back restores; never both at once; 20 requests at once during swaps', { timeout: 900000 }, async (t) => {
+  const cacheDir = tempDir('swap');
+  const models = { a: modelPath('llama'), b: modelPath('qwen35'), c: runScript('tests/models/models.sh', ['llama', 'tiny', '2']) };
+  const ws = await startWarmslot(config(cacheDir, models.a, models.b, models.c));
+  const slotDirs = ['a', 'b'].map((n) => path.join(cacheDir, 'slots', n));
+  const watch = watchGroup(slotDirs);
+  const docs = { a: makeDocument(2401, 8000), b: makeDocument(2402, 8000) };
+  const expected = new Map();  // model and question -> the answer's text
+  const report = [];
+  try {
+    await waitFor('c, outside the group, to be up', async () =>
+      (await getJson(`${ws.url}/health`)).body.backends?.find((x) => x.name === 'c')?.status === 'ok', 120000, 100);
+    assert.equal(processesWith(`${slotDirs[0]}\0`).length + processesWith(`${slotDirs[1]}\0`).length, 0,
+      'no member of the group starts before a request needs it');
+
+    const rounds = [['a', 'What is on the first line?'], ['b', 'What is on the first line?'],
+      ['a', 'What is on the last line?'], ['b', 'What is on the last line?'],
+      ['a', 'What is in the middle?'], ['b', 'What is in the middle?']];
+    for (const [i, [m, q]] of rounds.entries()) {
+      const before = await metric(ws.url, 'warmslot_prompt_tokens_processed_total');
+      const answer = await ask(ws, `model-${m}`, docs[m], q);
+      assert.equal(answer.backend, m);
+      expected.set(`${m}|${q}`, answer.text);
+      const url = backendUrl(ws, m);
+      const viaWarmslot = (await metric(ws.url, 'warmslot_prompt_tokens_processed_total')) - before;
+      // The process is new: all it ever computed is the probe and this request.
+      const own = (await metric(url, 'llamacpp:prompt_tokens_total')) - (await probeTokens(url));
+      report.push({ model: m, q, disk: answer.disk, processed: answer.processed, viaWarmslot, own });
+      if (i < 2) {
+        assert.match(answer.disk, /^snapshot \d+ tokens$/, JSON.stringify(answer));
+        assert.ok(own > 7000, `the first visit computes the document: ${own}`);
+        continue;
+      }
+      assert.match(answer.disk, /^restored \d+ tokens$/, JSON.stringify(answer));
+      const bound = (await questionTokens(url, q)) + 64;
+      assert.ok(own <= bound, `switch back to ${m}: llama-server computed ${own}, bound ${bound}`);
+      assert.ok(viaWarmslot <= bound, `switch back to ${m}: warmslot counted ${viaWarmslot}, bound ${bound}`);
+    }
+    assert.ok((await metric(ws.url, 'warmslot_swaps_total')) >= 5, 'five swaps counted');
+    for (const phase of ['drain', 'save', 'stop', 'start']) {
+      assert.ok((await metric(ws.url, `warmslot_swap_seconds_total{phase="${phase}"}`)) >= 0, phase);
+    }
+    assert.ok((await metric(ws.url, 'warmslot_swap_seconds_total{phase="start"}')) > 0);
+
+    // Every model of every backend, with its state.
+    const listed = (await getJson(`${ws.url}/v1/models`)).body.data;
+    const state = Object.fromEntries(listed.filter((x) => x.id.startsWith('model-')).map((x) => [x.id, x.state]));
+    assert.deepEqual(state, { 'model-a': 'stopped', 'model-b': 'running', 'model-c': 'running' });
+    const status = (await getJson(`${ws.url}/warmslot/status`)).body;
+    assert.deepEqual(status.swaps.groups[0].members.map((x) => [x.backend, x.state]),
+      [['a', 'stopped'], ['b', 'running']]);
+
+    // 20 requests at once, 10 for each model, while the group swaps between them.
+    const swapsBefore = await metric(ws.url, 'warmslot_swaps_total');
+    const questions = [...expected.keys()];
+    const burst = Array.from({ length: 20 }, (_, i) => questions[i % questions.length].split('|'));
+    const answers = await Promise.all(burst.map(([m, q]) => ask(ws, `model-${m}`, docs[m], q)));
+    for (const [i, [m, q]] of burst.entries()) {
+      assert.equal(answers[i].backend, m);
+      assert.equal(answers[i].text, expected.get(`${m}|${q}`), `answer ${i} (${m}: ${q})`);
+    }
+    assert.ok((await metric(ws.url, 'warmslot_swaps_total')) > swapsBefore, 'the group swapped during the burst');
+    const seen = watch.stop();
+    assert.ok(seen.samples > 100, `the process list was sampled (${seen.samples})`);
+    assert.equal(seen.most, 1, 'never two processes of the group at once');
+    assert.equal(processesWith(`${models.c}\0`).filter((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(cacheDir)).length, 1,
+      'c, outside the group, kept running');
+    assert.match(logText(ws), /backend [ab]: swapped out \(drain [\d.]+ s, save [\d.]+ s, stop [\d.]+ s\)/);
+    t.diagnostic(JSON.stringify({ report, swaps: await metric(ws.url, 'warmslot_swaps_total') }));
+  } finally {
+    watch.stop();
+    try { await ws.stop(); } finally { killLeft(cacheDir); }
+  }
+});
+
+test('swap group: the home starts with warmslot; a member whose process fails to start gives a clear 503, and the group returns home', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('swap-fail');
+  const goodDir = `${path.join(cacheDir, 'slots', 'good')}\0`;
+  const ws = await startWarmslot({
+    backends: [
+      { name: 'good', command: server(modelPath('llama')), lines: ['models: [good]'] },
+      { name: 'bad', command: [llamaServerBin(), '-m', path.join(cacheDir, 'missing.gguf')], lines: ['models: [bad]'] },
+    ],
+    extra: `routing:\n  reconcile_interval: 100ms\ncache:\n  dir: ${cacheDir}\n` +
+      'swap_groups:\n  - name: gpu\n    backends: [good, bad]\n    min_residency: 0s\n    home: good\n',
+  });
+  try {
+    await waitFor('the home to start before any request', () => processesWith(goodDir).length === 1, 60000, 50);
+    const ok = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi', { model: 'good' }));
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    for (let round = 0; round < 2; round++) {
+      const r = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi', { model: 'bad' }));
+      assert.equal(r.status, 503, JSON.stringify(r.body));
+      assert.equal(r.headers.get('retry-after'), '5');
+      assert.equal(r.body.error.code, 503);
+      assert.equal(r.body.error.type, 'unavailable_error');
+      assert.match(r.body.error.message, /^backend bad could not start: llama-server exited with code \d+ before it turned healthy/);
+      await waitFor('the group to return to its home by itself', () => processesWith(goodDir).length === 1, 60000, 50);
+      // The group recovers: the good member starts again and answers.
+      const back = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi', { model: 'good' }));
+      assert.equal(back.status, 200, JSON.stringify(back.body));
+    }
+    // An Anthropic client gets the error in its own shape.
+    const m = await postJson(`${ws.url}/v1/messages`, { model: 'bad', max_tokens: 4, messages: [{ role: 'user', content: 'Hi' }] });
+    assert.equal(m.status, 503);
+    assert.equal(m.body.type, 'error');
+    assert.match(m.body.error.message, /could not start/);
+    assert.ok((await metric(ws.url, 'warmslot_swap_failed_starts_total')) >= 3);
+  } finally {
+    try { await ws.stop(); } finally { killLeft(cacheDir); }
+  }
+});
