@@ -127,6 +127,14 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
         return std::any_of(earlier.begin(), earlier.end(),
                            [&](const std::string& e) { return e.find(note) != std::string::npos; });
     });
+    // Lines an earlier turn of the conversation already carries are not told again: each new
+    // turn would otherwise repeat them (a coding agent's every tool result), costing their
+    // tokens once per request.
+    const std::size_t taken = moved.size();
+    std::erase_if(moved, [&](const std::string& line) {
+        return std::any_of(earlier.begin(), earlier.end(),
+                           [&](const std::string& e) { return e.find(line) != std::string::npos; });
+    });
     const std::string block = turn_block(moved, docs.notes);
     if (final_user && !block.empty()) {
         const std::size_t last = messages.size() - 1;
@@ -134,7 +142,7 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
         r.update.notes.emplace_back(turn_key(conversation, last, client_content[last]), block);
     }
     if (to_front > 0) r.applied.push_back("system_to_front=" + std::to_string(to_front));
-    if (!moved.empty()) r.applied.push_back("volatile_lines=" + std::to_string(moved.size()));
+    if (taken > 0) r.applied.push_back("volatile_lines=" + std::to_string(taken));
     if (docs.reordered_groups > 0)
         r.applied.push_back("document_order=" + std::to_string(docs.reordered_groups));
     if (docs.edits > 0) r.applied.push_back("edits_append=" + std::to_string(docs.edits));

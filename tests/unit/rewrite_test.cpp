@@ -668,4 +668,6 @@ TEST_CASE("rewrite: a coding agent's first request and its next one lose the sam
     CHECK(first.body["messages"][2] == next.body["messages"][2]);
     CHECK(first.body["messages"][0]["content"] == "You are an agent.\n");
     CHECK(first.body["messages"][1] == msg("system", "agents"));
+    // The lines went to the question the first time; the tool result does not repeat them.
+    CHECK(next.body["messages"].back() == msg("user", "tool result"));
 }
