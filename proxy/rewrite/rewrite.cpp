@@ -58,6 +58,17 @@ void prepend(json& message, const std::string& block) {
     }
 }
 
+// A user turn's content as it identifies the turn: without Anthropic cache_control markers,
+// which a client moves to its newest message on every request.
+std::string content_key(const json& content) {
+    if (!content.is_array()) return dump(content);
+    json parts = content;
+    for (auto& part : parts) {
+        if (part.is_object()) part.erase("cache_control");
+    }
+    return dump(parts);
+}
+
 // Identifies a user turn across requests: the system prompt as sent, its position, its content
 // as the client sent it.
 std::uint64_t turn_key(std::uint64_t conversation, std::size_t index, const std::string& content) {
@@ -68,7 +79,9 @@ std::uint64_t conversation_key(const json& messages) {
     std::uint64_t k = hash_text("warmslot-turns-1");
     for (const auto& m : messages) {
         if (!is_system(m)) break;
-        k = hash_combine(k, hash_text(dump(m)));
+        json unmarked = m;
+        if (unmarked.contains("content")) unmarked["content"] = json(content_key(m["content"]));
+        k = hash_combine(k, hash_text(dump(unmarked)));
     }
     return k;
 }
@@ -103,7 +116,7 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
     std::vector<std::string> client_content(messages.size());
     for (std::size_t i = 0; i < messages.size(); ++i) {
         if (has_role(messages[i], "user") && messages[i].contains("content")) {
-            client_content[i] = dump(messages[i]["content"]);
+            client_content[i] = content_key(messages[i]["content"]);
         }
     }
     detail::document_outcome docs;

@@ -670,4 +670,24 @@ TEST_CASE("rewrite: a coding agent's first request and its next one lose the sam
     CHECK(first.body["messages"][1] == msg("system", "agents"));
     // The lines went to the question the first time; the tool result does not repeat them.
     CHECK(next.body["messages"].back() == msg("user", "tool result"));
+
+    // An Anthropic client marks its newest message with cache_control: the question is the
+    // same turn once the marker moved on.
+    const json marked = json::array({{{"type", "text"}, {"text", "question"},
+                                      {"cache_control", {{"type", "ephemeral"}}}}});
+    const json unmarked = json::array({{{"type", "text"}, {"text", "question"}}});
+    rw::memory mem2(1 << 20);
+    const json agents_marked = {{"role", "system"},
+                                {"content", json::array({{{"type", "text"}, {"text", "agents"},
+                                                          {"cache_control", {{"type", "ephemeral"}}}}})}};
+    const json agents = {{"role", "system"},
+                         {"content", json::array({{{"type", "text"}, {"text", "agents"}}})}};
+    const auto a = send(rules, mem2,
+                        chat({system, {{"role", "user"}, {"content", marked}}, agents_marked}));
+    const auto b = send(rules, mem2,
+                        chat({system, {{"role", "user"}, {"content", unmarked}}, agents,
+                              msg("assistant", "reading"), msg("user", "tool result")}));
+    CHECK(b.applied.back() == "turn_notes=1");
+    CHECK(b.body["messages"].back() == msg("user", "tool result"));
+    CHECK(a.body["messages"][2]["content"][0] == b.body["messages"][2]["content"][0]);
 }

@@ -8,7 +8,8 @@
 // part of the agents' prompts), the
 // agents' own network traffic (updates, telemetry, error reports) is switched off by their
 // documented settings, and the only address they are given is the loopback URL under test.
-// Output is bounded: Claude Code asks for CLAUDE_CODE_MAX_OUTPUT_TOKENS tokens, and Codex, which
+// Retries stay at the agents' defaults, as users run them (llama-server closes a kept-alive
+// connection after 5 s idle, and an agent that reuses it retries). Output is bounded: Claude Code asks for CLAUDE_CODE_MAX_OUTPUT_TOKENS tokens, and Codex, which
 // sends no output limit, gets the llama-server default (`-n`, see agentLlamaArgs).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -67,8 +68,7 @@ export async function codexSession({ baseUrl, workDir, home, question, model = '
     `model = "${model}"`, 'model_provider = "local"', 'check_for_update_on_startup = false',
     '[analytics]', 'enabled = false', '[feedback]', 'enabled = false',
     '[model_providers.local]', 'name = "local"', `base_url = "${baseUrl}/v1"`,
-    'wire_api = "responses"', 'env_key = "LOCAL_API_KEY"', 'request_max_retries = 0',
-    'stream_max_retries = 0', '',
+    'wire_api = "responses"', 'env_key = "LOCAL_API_KEY"', '',
   ].join('\n'));
   const env = { ...baseEnv(home), CODEX_HOME: codexHome, LOCAL_API_KEY: apiKey };
   return run(bin('codex'), ['exec', '--skip-git-repo-check', '--sandbox', 'read-only', question],
@@ -84,7 +84,6 @@ export async function claudeSession({ baseUrl, workDir, home, question, model = 
     ANTHROPIC_SMALL_FAST_MODEL: model, CLAUDE_CODE_MAX_OUTPUT_TOKENS: '8',
     DISABLE_TELEMETRY: '1', DISABLE_ERROR_REPORTING: '1', DISABLE_AUTOUPDATER: '1',
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_NON_ESSENTIAL_MODEL_CALLS: '1',
-    CLAUDE_CODE_MAX_RETRIES: '0',
   };
   return run(bin('claude'), ['-p', question, '--model', model], { cwd: workDir, env, timeoutMs });
 }
