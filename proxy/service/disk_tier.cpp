@@ -3,6 +3,8 @@
 #include "util/log.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
@@ -241,10 +243,10 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
 // only when its tokens are a prefix of the request's tokens (a template may render a message
 // differently once more follow it, and a tokenizer may merge across the cut).
 //
-// Some templates cannot render the prefix alone: Qwen3.5's refuses messages without a user
-// query, and renders earlier turns by where the last query is. Then the prefix is the tokens
-// the request shares with the prefix followed by a stand-in user turn: what any request with
-// the same stable messages and another question also starts with.
+// A template that cannot render the prefix alone (Qwen3.5's refuses messages without a user
+// query) gets no snapshot: a prefix cut from the request's own tokens would end inside or at
+// its last user turn, and a hybrid model primed that way keeps no checkpoint to roll back to
+// for the next question (llama-server's own first request makes one where that turn starts).
 awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::pool& pool,
                                                                     int backend,
                                                                     const json& messages,
@@ -257,22 +259,13 @@ awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::po
     whole.erase("stream");
     const auto full = co_await rendered_tokens(pool, backend, whole);
     if (!full || full->empty()) co_return std::nullopt;
-    if (const auto alone = co_await rendered_tokens(pool, backend, part)) {
-        const auto& p = *alone;
-        if (!p.empty() && p.size() < full->size() && std::equal(p.begin(), p.end(), full->begin())) {
-            co_return p;
-        }
+    const auto alone = co_await rendered_tokens(pool, backend, part);
+    if (!alone) co_return std::nullopt;
+    const auto& p = *alone;
+    if (p.empty() || p.size() >= full->size() || !std::equal(p.begin(), p.end(), full->begin())) {
+        co_return std::nullopt;
     }
-    json probe = whole;
-    probe["messages"] = messages;
-    probe["messages"].push_back({{"role", "user"}, {"content", "\x01"}});
-    const auto stand_in = co_await rendered_tokens(pool, backend, probe);
-    if (!stand_in) co_return std::nullopt;
-    const auto shared = static_cast<std::size_t>(
-        std::mismatch(stand_in->begin(), stand_in->end(), full->begin(), full->end()).first -
-        stand_in->begin());
-    if (shared == 0 || shared >= full->size()) co_return std::nullopt;
-    co_return std::vector<int>(full->begin(), full->begin() + static_cast<std::ptrdiff_t>(shared));
+    co_return p;
 }
 
 // A chat body's prompt tokens as the chat endpoint makes them: /apply-template, then /tokenize
