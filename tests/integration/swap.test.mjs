@@ -52,17 +52,26 @@ function backendUrl(ws, backend) {
   return all.at(-1)?.[1];
 }
 
-async function metric(url, name) {
-  const text = await (await fetch(`${url}/metrics`)).text();
+// The key warmslot gave that process (supervised llama-servers answer only warmslot), read from
+// its environment as only its own user can: headers for the test's direct calls to it.
+function backendAuth(ws, backend) {
+  const all = [...logText(ws).matchAll(new RegExp(`backend ${backend}: started llama-server \\(pid (\\d+)\\)`, 'g'))];
+  const env = fs.readFileSync(`/proc/${all.at(-1)[1]}/environ`, 'utf8').split('\0');
+  const key = env.find((e) => e.startsWith('LLAMA_API_KEY='))?.slice('LLAMA_API_KEY='.length);
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+async function metric(url, name, headers = {}) {
+  const text = await (await fetch(`${url}/metrics`, { headers })).text();
   return Number(text.match(new RegExp(`^${name.replace(/[{}"]/g, '\\$&')} (\\S+)`, 'm'))?.[1] ?? NaN);
 }
 
 // The tokens of warmslot's slot probe on a new process (two tiny prompts, one per slot): work
 // a new llama-server does before any request, not part of a request's cost.
-async function probeTokens(url) {
+async function probeTokens(url, headers) {
   let n = 0;
   for (const slot of [0, 1]) {
-    const r = await postJson(`${url}/tokenize`, { content: `warmslot slot probe ${slot}`, add_special: true });
+    const r = await postJson(`${url}/tokenize`, { content: `warmslot slot probe ${slot}`, add_special: true }, headers);
     n += r.body.tokens.length;
   }
   return n;
@@ -114,9 +123,10 @@ test('swap group: A, B, A, B with an 8K-token document each; switching back rest
       assert.equal(answer.backend, m);
       expected.set(`${m}|${q}`, answer.text);
       const url = backendUrl(ws, m);
+      const auth = backendAuth(ws, m);
       const viaWarmslot = (await metric(ws.url, 'warmslot_prompt_tokens_processed_total')) - before;
       // The process is new: all it ever computed is the probe and this request.
-      const own = (await metric(url, 'llamacpp:prompt_tokens_total')) - (await probeTokens(url));
+      const own = (await metric(url, 'llamacpp:prompt_tokens_total', auth)) - (await probeTokens(url, auth));
       report.push({ model: m, q, disk: answer.disk, processed: answer.processed, viaWarmslot, own });
       if (i < 2) {
         assert.match(answer.disk, /^snapshot \d+ tokens$/, JSON.stringify(answer));
@@ -124,7 +134,7 @@ test('swap group: A, B, A, B with an 8K-token document each; switching back rest
         continue;
       }
       assert.match(answer.disk, /^restored \d+ tokens$/, JSON.stringify(answer));
-      const bound = (await questionTokens(url, q)) + 64;
+      const bound = (await questionTokens(url, q, auth)) + 64;
       assert.ok(own <= bound, `switch back to ${m}: llama-server computed ${own}, bound ${bound}`);
       assert.ok(viaWarmslot <= bound, `switch back to ${m}: warmslot counted ${viaWarmslot}, bound ${bound}`);
     }

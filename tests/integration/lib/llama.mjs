@@ -73,10 +73,10 @@ export async function restartLlama(llama) {
 
 // Tokens of a final user turn `q` and the assistant header after it (the generated models' chat
 // template): what a request must compute at least when everything before it was cached.
-export async function questionTokens(url, q) {
+export async function questionTokens(url, q, headers = {}) {
   const r = await postJson(`${url}/tokenize`, {
     content: `<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`, parse_special: true,
-  });
+  }, headers);
   return r.body.tokens.length;
 }
 
