@@ -100,6 +100,7 @@ public:
           supervisor_(src_, registry_, control_.get_executor(),
                       [this](int backend) { return save_slots(backend); }) {
         pipeline_.set_starter(&supervisor_);
+        disk_.on_restore([this](int backend, double s) { supervisor_.restored(backend, s); });
         pipeline_.set_refusals(&server_.refusals());
     }
 

@@ -156,7 +156,7 @@ void supervisor::reap(const config::backend& b, int index, child& c, clock::time
     }
     c.proc.reset();
     c.healthy_seen = false;
-    c.time_start = false;
+    c.time_start = c.time_restore = false;
     reg_.set_stopped(index, true);
     reg_.forget_all(index);  // a new process holds nothing
 }
@@ -203,9 +203,15 @@ awaitable<void> supervisor::save_and_stop(int backend, std::string why) {
         std::lock_guard lock(mu_);
         admitted = child_of(i).admitted;
     }
+    clock::duration grace = cfg->timeouts.shutdown_grace;
+    {
+        std::lock_guard lock(mu_);
+        const auto group = group_of(*cfg, b.name);
+        if (child_of(i).swapping && group) grace = cfg->swap_groups[*group].drain_grace;
+    }
     net::steady_timer timer(ex_);
     const auto t0 = clock::now();
-    const auto deadline = t0 + cfg->timeouts.shutdown_grace;
+    const auto deadline = t0 + grace;
     while (clock::now() < deadline) {
         const auto views = reg_.snapshot();
         if (views[i].in_flight == 0 && admitted->load() == 0) break;
@@ -244,7 +250,7 @@ awaitable<void> supervisor::save_and_stop(int backend, std::string why) {
         log()->info("backend {}: swapped out (drain {:.2f} s, save {:.2f} s, stop {:.2f} s)",
                     b.name, secs(t1 - t0).count(), secs(t2 - t1).count(), secs(t3 - t2).count());
     }
-    c.stopping = c.swapping = c.healthy_seen = false;
+    c.stopping = c.swapping = c.healthy_seen = c.time_restore = false;
     if (!stopping_) sync();  // the place it held may be a waiter's now
 }
 

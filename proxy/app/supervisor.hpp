@@ -51,8 +51,12 @@ public:
     awaitable<void> stop_all();
 
     // service::starter
-    awaitable<service::admission> wake(const config::config& cfg, std::string model) override;
+    awaitable<service::admission> wake(const config::config& cfg, std::string model,
+                                       std::function<bool()> gone) override;
     void used(int backend) override;
+    // A restore loaded a file into `backend` in `seconds`: the first one after the backend was
+    // started by its swap group is counted as the swap's restore phase. Any thread.
+    void restored(int backend, double seconds);
 
     // What the status page and /metrics show of swap groups; thread-safe.
     struct member_view {
@@ -64,12 +68,14 @@ public:
     struct group_view {
         std::string name;
         std::size_t max_running = 1;
+        std::vector<std::vector<std::string>> allow;  // the config's sets; empty: max_running
         std::vector<member_view> members;
     };
     struct swap_totals {
         std::uint64_t swaps = 0;  // members stopped to make room for another
         std::uint64_t failed_starts = 0;
         double drain_seconds = 0, save_seconds = 0, stop_seconds = 0, start_seconds = 0;
+        double restore_seconds = 0;  // the first restore on a member after its start
     };
     std::vector<group_view> groups() const;
     swap_totals totals() const;
@@ -89,7 +95,8 @@ private:
                      routing::clock::time_point now, stop_list& stops);
     std::optional<std::size_t> group_of(const config::config& cfg, const std::string& name) const;
     awaitable<service::admission> wake_group(const config::config& cfg,
-                                             std::vector<std::size_t> candidates);
+                                             std::vector<std::size_t> candidates,
+                                             std::function<bool()> gone);
     void launch(int index, const config::backend& b, child& c);
     awaitable<void> save_and_stop(int backend, std::string why);
     child& child_of(std::size_t backend);  // under mu_

@@ -20,6 +20,7 @@ struct supervisor::child {
     bool swapping = false;      // ... to make room in its swap group (timed for /metrics)
     bool healthy_seen = false;  // the monitor has seen this process healthy
     bool time_start = false;    // started for a waiter of a swap group: its start is timed
+    bool time_restore = false;  // started by its swap group: its first restore is timed
     int failures = 0;           // consecutive short runs (backoff)
     int start_failures = 0;     // starts that ended before the process turned healthy
     std::string last_failure;   // why the last of them failed, for the waiters' error

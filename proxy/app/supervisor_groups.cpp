@@ -62,6 +62,25 @@ routing::swap::state state_of_child(const supervisor::child* c) {
     return c->healthy_seen ? routing::swap::state::running : routing::swap::state::starting;
 }
 
+// The group's limits, its allowed sets as indexes among its active members (the order
+// tick_groups describes them in).
+routing::swap::limits limits_of(const config::swap_group& g, const config::config& cfg) {
+    routing::swap::limits lim{g.max_running, g.min_residency, g.home_after, {}};
+    std::vector<std::string> active;
+    for (const auto& name : g.backends) {
+        if (backend_named(cfg, name)) active.push_back(name);
+    }
+    for (const auto& set : g.allow) {
+        std::vector<std::size_t> indexes;
+        for (const auto& name : set) {
+            const auto it = std::find(active.begin(), active.end(), name);
+            if (it != active.end()) indexes.push_back(static_cast<std::size_t>(it - active.begin()));
+        }
+        lim.allow.push_back(std::move(indexes));
+    }
+    return lim;
+}
+
 }  // namespace
 
 std::optional<std::size_t> supervisor::group_of(const config::config& cfg,
@@ -101,8 +120,7 @@ void supervisor::tick_groups(const config::config& cfg,
             index.push_back(*i);
             members.push_back(m);
         }
-        const auto d =
-            routing::swap::decide({g.max_running, g.min_residency, g.home_after}, members, now);
+        const auto d = routing::swap::decide(limits_of(g, cfg), members, now);
         for (const auto k : d.drain) {
             auto& c = child_of(index[k]);
             c.wanted = false;
@@ -117,6 +135,7 @@ void supervisor::tick_groups(const config::config& cfg,
             if (now < c.next_start) continue;  // a pause after a failure; next tick
             c.wanted = true;
             c.time_start = true;
+            c.time_restore = true;
             log()->info("backend {}: starting in swap group {}{}", b.name, g.name,
                         members[k].waiting > 0 ? "" : " (its home)");
             launch(static_cast<int>(index[k]), b, c);
@@ -127,7 +146,8 @@ void supervisor::tick_groups(const config::config& cfg,
 // Runs on the request's worker: marks the matching stopped backends wanted, asks the loop to
 // look now, and polls the registry until one is healthy. A request for a member of a swap
 // group waits as that member's waiter (wake_group).
-awaitable<service::admission> supervisor::wake(const config::config& cfg, std::string model) {
+awaitable<service::admission> supervisor::wake(const config::config& cfg, std::string model,
+                                               std::function<bool()> gone) {
     const bool any =
         std::any_of(cfg.backends.begin(), cfg.backends.end(),
                     [](const config::backend& b) { return b.supervised() && !b.retired; });
@@ -153,7 +173,7 @@ awaitable<service::admission> supervisor::wake(const config::config& cfg, std::s
     }
     // A member that lists the model by name before the ones that answer to any model.
     if (!listed.empty() || (!grouped.empty() && waiting.empty()))
-        co_return co_await wake_group(cfg, listed.empty() ? grouped : listed);
+        co_return co_await wake_group(cfg, listed.empty() ? grouped : listed, std::move(gone));
     if (waiting.empty()) co_return service::admission{};
     {
         std::lock_guard lock(mu_);
@@ -166,7 +186,7 @@ awaitable<service::admission> supervisor::wake(const config::config& cfg, std::s
     sync();
     net::steady_timer timer(co_await net::this_coro::executor);
     const auto deadline = clock::now() + limit;
-    while (clock::now() < deadline) {
+    while (clock::now() < deadline && !gone()) {
         const auto now_views = reg_.snapshot();
         for (auto i : waiting) {
             if (i < now_views.size() && now_views[i].healthy) co_return service::admission{};
@@ -181,9 +201,12 @@ awaitable<service::admission> supervisor::wake(const config::config& cfg, std::s
 // request there (a lease its drain waits for). Until then the request is a waiter of the first
 // candidate that is on its way (starting, or drained to start again), else of the first one;
 // its group decides when it starts. Past the candidate's start_timeout, or when its start
-// fails, the request gets an error to answer with 503.
+// fails, the request gets an error to answer with 503. A client that leaves takes its waiter
+// with it at once: a member nobody waits for any more is not started for it (a drain already
+// under way for it still ends, and a start already under way goes on).
 awaitable<service::admission> supervisor::wake_group(const config::config& cfg,
-                                                     std::vector<std::size_t> candidates) {
+                                                     std::vector<std::size_t> candidates,
+                                                     std::function<bool()> gone) {
     net::steady_timer timer(co_await net::this_coro::executor);
     std::optional<std::size_t> target;
     std::multiset<clock::time_point>::iterator wait_entry;
@@ -198,6 +221,10 @@ awaitable<service::admission> supervisor::wake_group(const config::config& cfg,
         bool registered = false;
         {
             std::lock_guard lock(mu_);
+            if (gone()) {
+                leave();
+                co_return service::admission{};
+            }
             for (const auto i : candidates) {
                 auto& c = child_of(i);
                 if (c.proc && !c.stopping && i < views.size() && views[i].healthy) {
@@ -250,6 +277,19 @@ awaitable<service::admission> supervisor::wake_group(const config::config& cfg,
     }
 }
 
+void supervisor::restored(int backend, double seconds) {
+    const auto cfg = src_.current();
+    const auto i = static_cast<std::size_t>(backend);
+    std::lock_guard lock(mu_);
+    auto* c = i < children_.size() ? children_[i].get() : nullptr;
+    if (c == nullptr || !c->time_restore || !c->proc) return;
+    c->time_restore = false;
+    totals_.restore_seconds += seconds;
+    log()->info("backend {}: first restore after its swap in: {:.2f} s",
+                i < cfg->backends.size() ? cfg->backends[i].name : std::to_string(backend),
+                seconds);
+}
+
 void supervisor::used(int backend) {
     std::lock_guard lock(mu_);
     child_of(static_cast<std::size_t>(backend)).last_use = clock::now();
@@ -260,7 +300,7 @@ std::vector<supervisor::group_view> supervisor::groups() const {
     std::lock_guard lock(mu_);
     std::vector<group_view> out;
     for (const auto& g : cfg->swap_groups) {
-        group_view v{g.name, g.max_running, {}};
+        group_view v{g.name, g.max_running, g.allow, {}};
         for (const auto& name : g.backends) {
             const auto i = backend_named(*cfg, name);
             const auto* c = i ? find_child(*i) : nullptr;
@@ -291,8 +331,10 @@ nlohmann::json supervisor::swap_status() const {
                                {"state", m.state},
                                {"waiting", m.waiting},
                                {"home", m.home}});
-        groups_json.push_back(
-            {{"name", g.name}, {"max_running", g.max_running}, {"members", members}});
+        nlohmann::json entry = {
+            {"name", g.name}, {"max_running", g.max_running}, {"members", members}};
+        if (!g.allow.empty()) entry["allow"] = g.allow;
+        groups_json.push_back(std::move(entry));
     }
     const auto t = totals();
     return {{"groups", groups_json},
@@ -302,7 +344,8 @@ nlohmann::json supervisor::swap_status() const {
               {"drain_seconds", t.drain_seconds},
               {"save_seconds", t.save_seconds},
               {"stop_seconds", t.stop_seconds},
-              {"start_seconds", t.start_seconds}}}};
+              {"start_seconds", t.start_seconds},
+              {"restore_seconds", t.restore_seconds}}}};
 }
 
 std::string supervisor::swap_metrics() const {
@@ -315,12 +358,13 @@ std::string supervisor::swap_metrics() const {
         "# TYPE warmslot_swap_failed_starts_total counter\nwarmslot_swap_failed_starts_total {}\n"
         "# HELP warmslot_swap_seconds_total Seconds spent in swaps, by phase (drain: requests "
         "finish; save: valuable slots to disk; stop: the process ends; start: the next one turns "
-        "healthy).\n# TYPE warmslot_swap_seconds_total counter\n",
+        "healthy; restore: the first restore of a saved prefix into it).\n# TYPE warmslot_swap_seconds_total counter\n",
         t.swaps, t.failed_starts);
     const std::pair<const char*, double> phases[] = {{"drain", t.drain_seconds},
                                                      {"save", t.save_seconds},
                                                      {"stop", t.stop_seconds},
-                                                     {"start", t.start_seconds}};
+                                                     {"start", t.start_seconds},
+                                                     {"restore", t.restore_seconds}};
     for (const auto& [phase, seconds] : phases)
         out += fmt::format("warmslot_swap_seconds_total{{phase=\"{}\"}} {}\n", phase, seconds);
     out +=

@@ -75,6 +75,10 @@ struct swap_group {
     std::string home;                   // "" or a member: started with warmslot, and the one
                                         // the group returns to when the others are idle
     millis home_after{300'000};         // how long the others are idle before it returns
+    // The sets of members that may run together (each a list of member names); empty: any
+    // `max_running` of them. When given, max_running is the size of the largest set.
+    std::vector<std::vector<std::string>> allow;
+    millis drain_grace{60'000};  // how long a drained member's requests in flight may take
 };
 
 struct limits {

@@ -80,13 +80,22 @@ swap_group reader::read_swap_group(const entry& e) const {
              }},
             {"min_residency", [&](const entry& v) { g.min_residency = read_duration(v, true); }},
             {"home", [&](const entry& v) { g.home = read_scalar(v, "a backend name"); }},
-            {"home_after", [&](const entry& v) { g.home_after = read_duration(v); }}});
+            {"home_after", [&](const entry& v) { g.home_after = read_duration(v); }},
+            {"drain_grace", [&](const entry& v) { g.drain_grace = read_duration(v, true); }},
+            {"allow", [&](const entry& v) { read_allow(v, g); }}});
     if (!have_name) fail(e.line, child_path(e.path, "name"), "is required");
     if (backends_line == 0) fail(e.line, child_path(e.path, "backends"), "is required");
     if (g.backends.size() < 2)
         fail(backends_line, child_path(e.path, "backends"),
              "list at least two backends; a group of one changes nothing");
-    if (g.max_running >= g.backends.size())
+    if (!g.allow.empty()) {
+        if (have_max)
+            fail(line_of(e.node["max_running"], e.line), child_path(e.path, "max_running"),
+                 "give max_running or allow, not both (allow says which members run together)");
+        check_allow(entry{e.node["allow"], child_path(e.path, "allow"),
+                          line_of(e.node["allow"], e.line)},
+                    g);
+    } else if (g.max_running >= g.backends.size())
         fail(line_of(e.node["max_running"], e.line), child_path(e.path, "max_running"),
              std::string(have_max ? "" : "defaults to 1, which ") + "must be below the number " +
                  "of backends in the group (" + std::to_string(g.backends.size()) +
@@ -96,6 +105,59 @@ swap_group reader::read_swap_group(const entry& e) const {
         fail(line_of(e.node["home"], e.line), child_path(e.path, "home"),
              "\"" + g.home + "\" is not one of this group's backends");
     return g;
+}
+
+// `allow`: a list of sets of member names; checked against the members once both are read.
+void reader::read_allow(const entry& e, swap_group& g) const {
+    if (!e.node.IsSequence() || e.node.size() == 0)
+        fail(e.line, e.path,
+             "expected a list of sets of backend names, e.g. [[coder, embed], [chat]]");
+    for (std::size_t i = 0; i < e.node.size(); ++i) {
+        const entry set{e.node[i], item_path(e.path, i), line_of(e.node[i], e.line)};
+        if (!set.node.IsSequence() || set.node.size() == 0)
+            fail(set.line, set.path,
+                 "expected a list of backend names that may run together, found " +
+                     std::string(set.node.IsSequence() ? "an empty list" : kind_of(set.node)));
+        std::vector<std::string> names;
+        for (std::size_t j = 0; j < set.node.size(); ++j) {
+            const entry item{set.node[j], item_path(set.path, j), line_of(set.node[j], set.line)};
+            std::string name = read_scalar(item, "a backend name");
+            if (std::find(names.begin(), names.end(), name) != names.end())
+                fail(item.line, item.path, "\"" + name + "\" is listed twice");
+            names.push_back(std::move(name));
+        }
+        g.allow.push_back(std::move(names));
+    }
+}
+
+void reader::check_allow(const entry& e, swap_group& g) const {
+    const auto member = [&](const std::string& name) {
+        return std::find(g.backends.begin(), g.backends.end(), name) != g.backends.end();
+    };
+    std::size_t largest = 0;
+    for (std::size_t i = 0; i < g.allow.size(); ++i) {
+        const auto& set = g.allow[i];
+        const YAML::Node node = e.node[i];
+        for (std::size_t j = 0; j < set.size(); ++j) {
+            if (!member(set[j]))
+                fail(line_of(node[j], e.line), item_path(item_path(e.path, i), j),
+                     "\"" + set[j] + "\" is not one of this group's backends");
+        }
+        if (set.size() == g.backends.size())
+            fail(line_of(node, e.line), item_path(e.path, i),
+                 "holds every backend of the group, so the group would never stop one");
+        largest = std::max(largest, set.size());
+    }
+    for (const auto& name : g.backends) {
+        const bool listed = std::any_of(g.allow.begin(), g.allow.end(), [&](const auto& set) {
+            return std::find(set.begin(), set.end(), name) != set.end();
+        });
+        if (!listed)
+            fail(e.line, e.path,
+                 "backend \"" + name + "\" is in no set, so it could never run; list it alone as [" +
+                     name + "] if it runs by itself");
+    }
+    g.max_running = largest;
 }
 
 // Members are command backends of this file; the group decides when they run, so their own

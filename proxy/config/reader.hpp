@@ -93,6 +93,8 @@ class reader {
     std::vector<swap_group> read_swap_groups(const entry& e, const config& c,
                                              const entry& top) const;
     swap_group read_swap_group(const entry& e) const;
+    void read_allow(const entry& e, swap_group& g) const;
+    void check_allow(const entry& e, swap_group& g) const;
     void check_swap_group(const entry& e, const swap_group& g, const config& c,
                           const entry& top) const;
 

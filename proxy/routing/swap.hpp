@@ -3,9 +3,10 @@
 // and carries out the decision; nothing here knows processes, clocks or threads.
 //
 // The rules, in order:
-// - A member that is not stopped (starting, running or being drained) holds one of the group's
-//   `max_running` places; a place frees only once its process is gone, so two members never
-//   run beyond the limit, not even for the length of a swap.
+// - A member that is not stopped (starting, running or being drained) holds its place; a place
+//   frees only once its process is gone, so the members with a process always form an allowed
+//   set, not even a swap goes beyond it. The allowed sets are every set of at most
+//   `max_running` members, or, when `allow` lists them, the subsets of one of those sets.
 // - Stopped members with waiting requests are served in the order their oldest request began
 //   to wait (fair between models: the one that waited longest goes first), each into a free
 //   place, else into the place of a member being drained already, else one more member is
@@ -13,10 +14,12 @@
 // - The member drained for a waiter is a running one nobody uses (no request in flight, none
 //   waiting) if there is one, else one whose residency (time since its start) reached
 //   `min_residency`: a member that just started keeps its place while it serves requests, so
-//   two busy models do not thrash. Among those: not the home, then the least recently used.
-//   A starting member is never drained while requests wait for it.
+//   two busy models do not thrash. Among those: not the home, then the least recently used
+//   (with `allow`, among the sets of members whose drain makes room: the fewest members, then
+//   the fewest in use, then the fewest homes, then the least recently used).
+//   A starting member is never drained.
 // - With nobody waiting, the home member starts in a free place, or takes the place of a
-//   member that has been idle for `home_after`.
+//   member (or the fewest members) that has been idle for `home_after`.
 #pragma once
 
 #include <chrono>
@@ -50,6 +53,9 @@ struct limits {
     std::size_t max_running = 1;
     clock::duration min_residency{};
     clock::duration home_after{};
+    // The sets of members that may run together, as indexes into the members' span; empty:
+    // any `max_running` of them.
+    std::vector<std::vector<std::size_t>> allow{};
 };
 
 struct decision {
@@ -65,5 +71,8 @@ decision decide(const limits& lim, std::span<const member> members, clock::time_
 
 // Places held (members not stopped).
 std::size_t occupied(std::span<const member> members);
+
+// Whether the members marked in `set` (one flag per member) may run together.
+bool allowed(const limits& lim, const std::vector<bool>& set);
 
 }  // namespace warmslot::routing::swap

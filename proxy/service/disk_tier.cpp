@@ -201,8 +201,10 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
     auto* idx = index_for(t.p.backend);
     const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
     json request = {{"filename", s.file}};
+    const auto called = std::chrono::steady_clock::now();
     const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
                                            cfg->cache.slot_call_timeout);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - called;
     const json reply = parse_ok(r);
     disk_action a;
     a.key = p.key;
@@ -232,6 +234,7 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
         std::lock_guard lock(mu_);
         restore_rates_[t.p.backend].observe(s.bytes, ms);
     }
+    if (on_restore_) on_restore_(t.p.backend, took.count());
     co_await on_index(index_ex_, [idx, key = p.key, ms] {
         idx->touch(key, unix_now(), ms);
         return true;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -123,6 +124,11 @@ public:
     // Every open index's files, read on the index thread (service/disk_listing.cpp).
     awaitable<std::vector<disk_listing>> listing();
 
+    // Called after each restore that loaded a file, with the backend and the restore's wall
+    // seconds (the swap groups time the first restore after a swap in). Set before serving.
+    using restore_fn = std::function<void(int backend, double seconds)>;
+    void on_restore(restore_fn f) { on_restore_ = std::move(f); }
+
 private:
     struct prefix;  // service/disk_prefix.hpp
     std::optional<prefix> stable_prefix(int backend, const routing::fingerprint& fp,
@@ -170,6 +176,7 @@ private:
     std::map<int, cache::rollback_memory> rollbacks_;  // per backend: what rollbacks recomputed
     std::map<int, cache::restore_rate> restore_rates_;  // per backend: measured restores
     std::atomic<std::uint64_t> primed_total_{0};
+    restore_fn on_restore_;
     // Per (backend, slot): the last stable prefix a request brought there, so that it can be
     // saved later (save_valuable). One entry per slot, replaced by the next prefix: memory is
     // bounded by the slot count times the size of one request.

@@ -275,8 +275,19 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     // Only supervised backends are started on demand: no coroutine call for the others.
     const bool any_supervised = std::any_of(cfg.backends.begin(), cfg.backends.end(),
                                             [](const config::backend& b) { return b.supervised(); });
+    forward_state st;
     admission admitted;  // held to the end of the request
-    if (starter_ && any_supervised) admitted = co_await starter_->wake(cfg, out.cls.model);
+    if (starter_ && any_supervised) {
+        // The client is watched while it waits for a backend to start: one that leaves gives
+        // up its wait (and its place in a swap group's queue) at once.
+        const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
+        admitted = co_await starter_->wake(cfg, out.cls.model, [&st] { return st.client_gone; });
+    }
+    if (st.client_gone) {
+        out.client_gone = true;
+        ex.keep_alive = false;
+        co_return;
+    }
     if (!admitted.error.empty()) {
         co_await fail_starting(ex, out, admitted);
         co_return;
@@ -290,7 +301,6 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         return reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now(), allow_wait, known,
                             takes_slot);
     };
-    forward_state st;
     auto t = plan_now(true);
     if (t.p.backend < 0 && !t.p.unknown_model) {
         // No backend is ready: warmslot is starting, or each one is down or being checked.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,8 +87,11 @@ public:
     virtual ~starter() = default;
     // Before a request is planned: starts the stopped on-demand backends that could serve
     // `model` and waits, within their start_timeout, until one of them is healthy. A backend
-    // of a swap group may first need another member drained, saved and stopped.
-    virtual awaitable<admission> wake(const config::config& cfg, std::string model) = 0;
+    // of a swap group may first need another member drained, saved and stopped. `gone` says
+    // whether the client has left: then the request stops waiting at once (its place in a swap
+    // group's queue goes with it) and the admission it gets is not used.
+    virtual awaitable<admission> wake(const config::config& cfg, std::string model,
+                                      std::function<bool()> gone) = 0;
     // A request was placed on `backend` (for idle_stop).
     virtual void used(int backend) = 0;
     // "stopped", "starting", "running" or "draining" for a supervised backend.

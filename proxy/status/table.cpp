@@ -165,15 +165,26 @@ std::string swap_groups(const json& s) {
             members +=
                 fmt::format("{}{} ({})", members.empty() ? "" : ", ", text(m, "backend"), notes);
         }
-        rows.push_back({text(g, "name"), text(g, "max_running"), members});
+        // With `allow`: the sets that may run together, e.g. "a+e | b+e".
+        std::string places = text(g, "max_running");
+        if (!list(g, "allow").empty()) places.clear();
+        for (const auto& set : list(g, "allow")) {
+            std::string names;
+            for (const auto& n : set) {
+                if (n.is_string()) names += (names.empty() ? "" : "+") + n.get<std::string>();
+            }
+            places += (places.empty() ? "" : " | ") + names;
+        }
+        rows.push_back({text(g, "name"), places, members});
     }
     const json& t = swaps.contains("totals") ? swaps["totals"] : json::object();
     return table(rows) +
            fmt::format(
-               "swaps: {} (drain {:.1f} s, save {:.1f} s, stop {:.1f} s, start {:.1f} s); "
-               "failed starts: {}\n\n",
+               "swaps: {} (drain {:.1f} s, save {:.1f} s, stop {:.1f} s, start {:.1f} s, "
+               "restore {:.1f} s); failed starts: {}\n\n",
                text(t, "swaps"), number(t, "drain_seconds"), number(t, "save_seconds"),
-               number(t, "stop_seconds"), number(t, "start_seconds"), text(t, "failed_starts"));
+               number(t, "stop_seconds"), number(t, "start_seconds"), number(t, "restore_seconds"),
+               text(t, "failed_starts"));
 }
 
 std::string format_status(const json& s, std::size_t n) {

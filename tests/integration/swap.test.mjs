@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { getJson, llamaServerBin, modelPath, postJson, questionTokens } from './lib/llama.mjs';
 import { runScript, tempDir, waitFor } from './lib/procs.mjs';
@@ -84,11 +85,10 @@ function config(cacheDir, a, b, c) {
       { name: 'b', command: server(b), lines: ['models: [model-b]'] },
       { name: 'c', command: server(c), lines: ['models: [model-c]'] },
     ],
-    // In-flight requests finish before a swap stops their process (the default grace of 10 s
-    // is short for 10 requests of 8K tokens on a shared 2-core machine).
+    // In-flight requests finish before a swap stops their process (10 requests of 8K tokens on
+    // a shared 2-core machine may take longer than the default drain_grace).
     extra: `routing:\n  reconcile_interval: 100ms\ncache:\n  dir: ${cacheDir}\n  min_prefix_tokens: 1024\n` +
-      'timeouts:\n  shutdown_grace: 120s\n' +
-      'swap_groups:\n  - name: gpu\n    backends: [a, b]\n    min_residency: 1s\n',
+      'swap_groups:\n  - name: gpu\n    backends: [a, b]\n    min_residency: 1s\n    drain_grace: 120s\n',
   };
 }
 
@@ -139,10 +139,14 @@ test('swap group: A, B, A, B with an 8K-token document each; switching back rest
       assert.ok(viaWarmslot <= bound, `switch back to ${m}: warmslot counted ${viaWarmslot}, bound ${bound}`);
     }
     assert.ok((await metric(ws.url, 'warmslot_swaps_total')) >= 5, 'five swaps counted');
-    for (const phase of ['drain', 'save', 'stop', 'start']) {
+    for (const phase of ['drain', 'save', 'stop', 'start', 'restore']) {
       assert.ok((await metric(ws.url, `warmslot_swap_seconds_total{phase="${phase}"}`)) >= 0, phase);
     }
     assert.ok((await metric(ws.url, 'warmslot_swap_seconds_total{phase="start"}')) > 0);
+    // Every switch back began with a restore into the member that came in: its own phase.
+    assert.ok((await metric(ws.url, 'warmslot_swap_seconds_total{phase="restore"}')) > 0, 'restore seconds');
+    assert.equal((logText(ws).match(/backend [ab]: first restore after its swap in: [\d.]+ s/g) ?? []).length, 4,
+      'one first restore per switch back');
 
     // Every model of every backend, with its state.
     const listed = (await getJson(`${ws.url}/v1/models`)).body.data;
@@ -151,6 +155,7 @@ test('swap group: A, B, A, B with an 8K-token document each; switching back rest
     const status = (await getJson(`${ws.url}/warmslot/status`)).body;
     assert.deepEqual(status.swaps.groups[0].members.map((x) => [x.backend, x.state]),
       [['a', 'stopped'], ['b', 'running']]);
+    assert.ok(status.swaps.totals.restore_seconds > 0, JSON.stringify(status.swaps.totals));
 
     // 20 requests at once, 10 for each model, while the group swaps between them.
     const swapsBefore = await metric(ws.url, 'warmslot_swaps_total');
@@ -161,14 +166,19 @@ test('swap group: A, B, A, B with an 8K-token document each; switching back rest
       assert.equal(answers[i].backend, m);
       assert.equal(answers[i].text, expected.get(`${m}|${q}`), `answer ${i} (${m}: ${q})`);
     }
-    assert.ok((await metric(ws.url, 'warmslot_swaps_total')) > swapsBefore, 'the group swapped during the burst');
+    const burstSwaps = (await metric(ws.url, 'warmslot_swaps_total')) - swapsBefore;
+    assert.ok(burstSwaps > 0, 'the group swapped during the burst');
+    // No thrashing, fair turns: the member holding the group is drained for the other's oldest
+    // waiter, and all requests of a model that waited together start together; a model gets the
+    // group back at most once more for requests that came while its drain began.
+    assert.ok(burstSwaps <= 3, `20 requests of two models took ${burstSwaps} swaps`);
     const seen = watch.stop();
     assert.ok(seen.samples > 100, `the process list was sampled (${seen.samples})`);
     assert.equal(seen.most, 1, 'never two processes of the group at once');
     assert.equal(processesWith(`${models.c}\0`).filter((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(cacheDir)).length, 1,
       'c, outside the group, kept running');
     assert.match(logText(ws), /backend [ab]: swapped out \(drain [\d.]+ s, save [\d.]+ s, stop [\d.]+ s\)/);
-    t.diagnostic(JSON.stringify({ report, swaps: await metric(ws.url, 'warmslot_swaps_total') }));
+    t.diagnostic(JSON.stringify({ report, burstSwaps, swaps: await metric(ws.url, 'warmslot_swaps_total') }));
   } finally {
     watch.stop();
     try { await ws.stop(); } finally { killLeft(cacheDir); }
@@ -209,6 +219,116 @@ test('swap group: the home starts with warmslot; a member whose process fails to
     assert.match(m.body.error.message, /could not start/);
     assert.ok((await metric(ws.url, 'warmslot_swap_failed_starts_total')) >= 3);
   } finally {
+    try { await ws.stop(); } finally { killLeft(cacheDir); }
+  }
+});
+
+// A streamed answer that the client does not read: warmslot's relay blocks on the full socket,
+// so the request stays in flight on its backend until the client goes (destroy()).
+function heldStream(ws, model) {
+  const body = JSON.stringify(chat('You are verbose.', 'Count to a million.', {
+    model, stream: true, max_tokens: 15000, ignore_eos: true, logprobs: true, top_logprobs: 20 }));
+  const req = http.request(`${ws.url}/v1/chat/completions`, { method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } });
+  const started = new Promise((resolve, reject) => {
+    req.on('response', (res) => { res.pause(); resolve(res.statusCode); });
+    req.on('error', reject);
+  });
+  req.end(body);
+  return { started, destroy: () => req.destroy() };
+}
+
+const members = async (ws) => Object.fromEntries((await getJson(`${ws.url}/warmslot/status`)).body
+  .swaps.groups[0].members.map((m) => [m.backend, m]));
+
+test('swap group: a client that leaves while it waits takes its place in the queue with it; nobody\'s model is started', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('swap-gone');
+  const bDir = path.join(cacheDir, 'slots', 'b');
+  const ws = await startWarmslot({
+    backends: [
+      { name: 'a', command: server(modelPath('llama')), lines: ['models: [model-a]'] },
+      { name: 'b', command: server(runScript('tests/models/models.sh', ['llama', 'tiny', '2'])), lines: ['models: [model-b]'] },
+    ],
+    // A model that started keeps the group while it is used: b's waiter waits behind a's stream.
+    extra: `cache:\n  dir: ${cacheDir}\nswap_groups:\n  - name: gpu\n    backends: [a, b]\n    min_residency: 10m\n`,
+  });
+  const watch = watchGroup([bDir]);
+  let held;
+  try {
+    const first = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi', { model: 'model-a' }));
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    held = heldStream(ws, 'model-a');
+    assert.equal(await held.started, 200);
+
+    const waiting = new AbortController();
+    const forB = fetch(`${ws.url}/v1/chat/completions`, { method: 'POST', signal: waiting.signal,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(chat('You are terse.', 'Hi', { model: 'model-b' })) }).catch((e) => e);
+    await waitFor('a request waiting for b', async () => (await members(ws)).b.waiting === 1, 30000, 50);
+    assert.equal((await members(ws)).b.state, 'stopped', 'a keeps the group while its stream runs');
+    waiting.abort();
+    assert.equal((await forB).name, 'AbortError');
+    // Far below start_timeout (120 s), which is how long the waiter used to stay.
+    await waitFor('the waiter to leave with its client', async () => (await members(ws)).b.waiting === 0, 30000, 50);
+
+    held.destroy();
+    await waitFor('a to be idle', async () => (await getJson(`${ws.url}/warmslot/status`)).body
+      .backends.find((b) => b.name === 'a').in_flight === 0, 30000, 50);
+    // a is idle now and nobody waits for b: the group keeps a.
+    const again = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi again', { model: 'model-a' }));
+    assert.equal(again.status, 200, JSON.stringify(again.body));
+    assert.equal(again.headers.get('x-warmslot-backend'), 'a');
+    const m = await members(ws);
+    assert.deepEqual([m.a.state, m.b.state, m.b.waiting], ['running', 'stopped', 0]);
+    assert.equal(await metric(ws.url, 'warmslot_swaps_total'), 0, 'no swap for a client that left');
+    assert.equal(watch.stop().most, 0, 'b never had a process');
+    assert.doesNotMatch(logText(ws), /backend b: starting in swap group/);
+  } finally {
+    held?.destroy();
+    watch.stop();
+    try { await ws.stop(); } finally { killLeft(cacheDir); }
+  }
+});
+
+test('swap group with allow: a member that fits beside both runs beside either; a swap stops only the member outside the set', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('swap-allow');
+  const dirs = Object.fromEntries(['a', 'b', 'e'].map((n) => [n, `${path.join(cacheDir, 'slots', n)}\0`]));
+  const ws = await startWarmslot({
+    backends: [
+      { name: 'a', command: server(modelPath('llama')), lines: ['models: [model-a]'] },
+      { name: 'b', command: server(runScript('tests/models/models.sh', ['llama', 'tiny', '2'])), lines: ['models: [model-b]'] },
+      { name: 'e', command: server(runScript('tests/models/models.sh', ['llama', 'tiny', '3'])), lines: ['models: [model-e]'] },
+    ],
+    extra: `cache:\n  dir: ${cacheDir}\nswap_groups:\n  - name: gpu\n    backends: [a, b, e]\n` +
+      '    allow: [[a, e], [b, e]]\n    min_residency: 0s\n',
+  });
+  const pairs = watchGroup([dirs.a.slice(0, -1), dirs.b.slice(0, -1)]);
+  const ask = async (model) => {
+    const r = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi', { model: `model-${model}` }));
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.headers.get('x-warmslot-backend'), model);
+  };
+  try {
+    await ask('a');
+    await ask('e');
+    const ePid = processesWith(dirs.e);
+    assert.equal(ePid.length, 1);
+    assert.equal(processesWith(dirs.a).length, 1, 'e started beside a');
+    assert.equal(await metric(ws.url, 'warmslot_swaps_total'), 0);
+    await ask('b');
+    assert.equal(await metric(ws.url, 'warmslot_swaps_total'), 1, 'only a was swapped out');
+    assert.deepEqual(processesWith(dirs.e), ePid, 'e kept running beside b');
+    assert.equal(processesWith(dirs.a).length, 0);
+    await ask('e');
+    await ask('a');
+    assert.equal(await metric(ws.url, 'warmslot_swaps_total'), 2);
+    assert.deepEqual(processesWith(dirs.e), ePid, 'e kept running beside a');
+    const seen = pairs.stop();
+    assert.equal(seen.most, 1, 'a and b never ran together');
+    const status = (await getJson(`${ws.url}/warmslot/status`)).body.swaps.groups[0];
+    assert.deepEqual(status.allow, [['a', 'e'], ['b', 'e']]);
+  } finally {
+    pairs.stop();
     try { await ws.stop(); } finally { killLeft(cacheDir); }
   }
 });

@@ -44,6 +44,23 @@ TEST_CASE("config: a swap group gets its defaults") {
     CHECK(g.min_residency == milliseconds{30'000});
     CHECK(g.home.empty());
     CHECK(g.home_after == milliseconds{300'000});
+    CHECK(g.allow.empty());
+    CHECK(g.drain_grace == milliseconds{60'000});
+}
+
+TEST_CASE("config: a swap group lists the sets of members that may run together") {
+    const auto c = parse(three +
+                         "swap_groups:\n"
+                         "  - name: gpu0\n"
+                         "    backends: [coder, chat, embed]\n"
+                         "    allow: [[coder, embed], [chat, embed], [embed]]\n"
+                         "    drain_grace: 0s\n");
+    REQUIRE(c.swap_groups.size() == 1);
+    const auto& g = c.swap_groups[0];
+    CHECK(g.allow == std::vector<std::vector<std::string>>{
+                         {"coder", "embed"}, {"chat", "embed"}, {"embed"}});
+    CHECK(g.max_running == 2);  // the largest set
+    CHECK(g.drain_grace == milliseconds{0});
 }
 
 TEST_CASE("config: every swap group key set") {
@@ -101,6 +118,25 @@ TEST_CASE("config: swap groups are validated") {
          "swap_groups[1].name", 13, "duplicate group name"},
         {head + "    backends: [coder, chat]\n  - name: gpu1\n    backends: [embed, chat]\n",
          "swap_groups[1].backends", 13, "\"chat\" is already in group \"gpu0\""},
+        {head + "    backends: [coder, chat]\n    drain_grace: soon\n",
+         "swap_groups[0].drain_grace", 13, ""},
+        {head + "    backends: [coder, chat]\n    allow: [coder, chat]\n",
+         "swap_groups[0].allow[0]", 13, "expected a list of backend names that may run together"},
+        {head + "    backends: [coder, chat]\n    allow: []\n", "swap_groups[0].allow", 13,
+         "expected a list of sets"},
+        {head + "    backends: [coder, chat]\n    allow: [[coder], []]\n",
+         "swap_groups[0].allow[1]", 13, "found an empty list"},
+        {head + "    backends: [coder, chat]\n    allow:\n      - [coder]\n      - [chat, nope]\n",
+         "swap_groups[0].allow[1][1]", 15, "\"nope\" is not one of this group's backends"},
+        {head + "    backends: [coder, chat]\n    allow: [[coder, coder], [chat]]\n",
+         "swap_groups[0].allow[0][1]", 13, "listed twice"},
+        {head + "    backends: [coder, chat, embed]\n    allow: [[coder, chat]]\n",
+         "swap_groups[0].allow", 13, "backend \"embed\" is in no set"},
+        {head + "    backends: [coder, chat]\n    allow: [[coder, chat]]\n",
+         "swap_groups[0].allow[0]", 13, "holds every backend of the group"},
+        {head + "    backends: [coder, chat, embed]\n    max_running: 1\n"
+                "    allow: [[coder], [chat], [embed]]\n",
+         "swap_groups[0].max_running", 13, "give max_running or allow, not both"},
         {"backends:\n  - name: a\n    command: [s]\n    start: on_demand\n  - name: b\n"
          "    command: [s]\nswap_groups:\n  - name: g\n    backends: [a, b]\n",
          "backends[0].start", 4, "remove start"},

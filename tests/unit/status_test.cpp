@@ -270,18 +270,21 @@ TEST_CASE("format_status: swap groups, only when there are any") {
       "backends": [],
       "swaps": {"groups": [{"name": "gpu", "max_running": 1, "members": [
                   {"backend": "coder", "state": "draining", "waiting": 0, "home": true},
-                  {"backend": "chat", "state": "stopped", "waiting": 3, "home": false}]}],
+                  {"backend": "chat", "state": "stopped", "waiting": 3, "home": false}]},
+                 {"name": "gpu1", "max_running": 2, "allow": [["a", "e"], ["b", "e"]], "members": [
+                  {"backend": "a", "state": "running", "waiting": 0, "home": false}]}],
                 "totals": {"swaps": 4, "failed_starts": 0, "drain_seconds": 1.25,
-                           "save_seconds": 0.5, "stop_seconds": 0.75, "start_seconds": 6.0}}
+                           "save_seconds": 0.5, "stop_seconds": 0.75, "start_seconds": 6.0,
+                           "restore_seconds": 2.5}}
     })");
     const auto text = status::format_status(s, 0);
     CAPTURE(text);
-    CHECK(text.find("SWAP GROUP  PLACES  MEMBERS") != std::string::npos);
-    CHECK(text.find("gpu         1       coder (draining, home), chat (stopped, 3 waiting)") !=
+    CHECK(text.find("SWAP GROUP  PLACES     MEMBERS") != std::string::npos);
+    CHECK(text.find("gpu         1          coder (draining, home), chat (stopped, 3 waiting)") !=
           std::string::npos);
-    CHECK(text.find(
-              "swaps: 4 (drain 1.2 s, save 0.5 s, stop 0.8 s, start 6.0 s); failed starts: 0") !=
-          std::string::npos);
+    CHECK(text.find("gpu1        a+e | b+e  a (running)") != std::string::npos);
+    CHECK(text.find("swaps: 4 (drain 1.2 s, save 0.5 s, stop 0.8 s, start 6.0 s, restore 2.5 s); "
+                    "failed starts: 0") != std::string::npos);
     CHECK(status::format_status(json::parse(R"({"backends": []})"), 0).find("SWAP GROUP") ==
           std::string::npos);
 }

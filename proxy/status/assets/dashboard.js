@@ -224,7 +224,8 @@ function renderSwaps(s) {
     el('table', {}, el('tr', {}, el('th', {}, 'group'), el('th', {}, 'places'), el('th', {}, 'members')), rows),
     el('p', { class: 'muted' }, `${fmtInt(t.swaps)} swaps: drain ${t.drain_seconds.toFixed(1)} s, ` +
       `save ${t.save_seconds.toFixed(1)} s, stop ${t.stop_seconds.toFixed(1)} s, ` +
-      `start ${t.start_seconds.toFixed(1)} s; ${fmtInt(t.failed_starts)} failed starts`));
+      `start ${t.start_seconds.toFixed(1)} s, restore ${(t.restore_seconds ?? 0).toFixed(1)} s; ` +
+      `${fmtInt(t.failed_starts)} failed starts`));
 }
 
 function render(s) {
