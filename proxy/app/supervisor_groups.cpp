@@ -74,7 +74,8 @@ routing::swap::limits limits_of(const config::swap_group& g, const config::confi
         std::vector<std::size_t> indexes;
         for (const auto& name : set) {
             const auto it = std::find(active.begin(), active.end(), name);
-            if (it != active.end()) indexes.push_back(static_cast<std::size_t>(it - active.begin()));
+            if (it != active.end())
+                indexes.push_back(static_cast<std::size_t>(it - active.begin()));
         }
         lim.allow.push_back(std::move(indexes));
     }
@@ -358,7 +359,8 @@ std::string supervisor::swap_metrics() const {
         "# TYPE warmslot_swap_failed_starts_total counter\nwarmslot_swap_failed_starts_total {}\n"
         "# HELP warmslot_swap_seconds_total Seconds spent in swaps, by phase (drain: requests "
         "finish; save: valuable slots to disk; stop: the process ends; start: the next one turns "
-        "healthy; restore: the first restore of a saved prefix into it).\n# TYPE warmslot_swap_seconds_total counter\n",
+        "healthy; restore: the first restore of a saved prefix into it).\n"
+        "# TYPE warmslot_swap_seconds_total counter\n",
         t.swaps, t.failed_starts);
     const std::pair<const char*, double> phases[] = {{"drain", t.drain_seconds},
                                                      {"save", t.save_seconds},

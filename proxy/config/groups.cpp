@@ -92,9 +92,9 @@ swap_group reader::read_swap_group(const entry& e) const {
         if (have_max)
             fail(line_of(e.node["max_running"], e.line), child_path(e.path, "max_running"),
                  "give max_running or allow, not both (allow says which members run together)");
-        check_allow(entry{e.node["allow"], child_path(e.path, "allow"),
-                          line_of(e.node["allow"], e.line)},
-                    g);
+        check_allow(
+            entry{e.node["allow"], child_path(e.path, "allow"), line_of(e.node["allow"], e.line)},
+            g);
     } else if (g.max_running >= g.backends.size())
         fail(line_of(e.node["max_running"], e.line), child_path(e.path, "max_running"),
              std::string(have_max ? "" : "defaults to 1, which ") + "must be below the number " +
@@ -154,8 +154,9 @@ void reader::check_allow(const entry& e, swap_group& g) const {
         });
         if (!listed)
             fail(e.line, e.path,
-                 "backend \"" + name + "\" is in no set, so it could never run; list it alone as [" +
-                     name + "] if it runs by itself");
+                 "backend \"" + name +
+                     "\" is in no set, so it could never run; list it alone as [" + name +
+                     "] if it runs by itself");
     }
     g.max_running = largest;
 }

@@ -78,8 +78,9 @@ std::optional<std::vector<std::size_t>> room_by_sets(const limits& lim,
         if (!ok) continue;
         const auto key = std::make_tuple(drain.size(), used, homes, latest);
         if (best && !(key < best_key)) continue;
-        std::stable_sort(drain.begin(), drain.end(),
-                         [&](std::size_t a, std::size_t b) { return better_victim(members, a, b); });
+        std::stable_sort(drain.begin(), drain.end(), [&](std::size_t a, std::size_t b) {
+            return better_victim(members, a, b);
+        });
         best = std::move(drain);
         best_key = key;
     }

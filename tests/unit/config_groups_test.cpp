@@ -57,8 +57,8 @@ TEST_CASE("config: a swap group lists the sets of members that may run together"
                          "    drain_grace: 0s\n");
     REQUIRE(c.swap_groups.size() == 1);
     const auto& g = c.swap_groups[0];
-    CHECK(g.allow == std::vector<std::vector<std::string>>{
-                         {"coder", "embed"}, {"chat", "embed"}, {"embed"}});
+    CHECK(g.allow ==
+          std::vector<std::vector<std::string>>{{"coder", "embed"}, {"chat", "embed"}, {"embed"}});
     CHECK(g.max_running == 2);  // the largest set
     CHECK(g.drain_grace == milliseconds{0});
 }
