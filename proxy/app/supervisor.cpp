@@ -99,6 +99,7 @@ void supervisor::tick(const config::config& cfg, clock::time_point now) {
         if (in_flight > 0 || c.admitted->load() > 0) c.last_use = now;
         if (c.proc && !c.healthy_seen && i < views.size() && views[i].healthy) {
             c.healthy_seen = true;
+            c.healthy_at = now;
             if (c.time_start)
                 totals_.start_seconds += std::chrono::duration<double>(now - c.started).count();
             c.time_start = false;

@@ -29,6 +29,7 @@ struct supervisor::child {
     std::shared_ptr<std::atomic<std::size_t>> admitted =
         std::make_shared<std::atomic<std::size_t>>(0);
     clock::time_point started{}, next_start{}, last_use{};
+    clock::time_point healthy_at{};  // when the monitor first saw this process healthy
 };
 
 }  // namespace warmslot::app

@@ -115,7 +115,7 @@ void supervisor::tick_groups(const config::config& cfg,
             if (!c.waits.empty()) m.oldest_wait = *c.waits.begin();
             const std::size_t in_flight = *i < views.size() ? views[*i].in_flight : 0;
             m.busy = std::max(in_flight, c.admitted->load());
-            m.started = c.started;
+            m.started = c.healthy_seen ? c.healthy_at : c.started;
             m.last_use = c.last_use;
             m.home = g.home == name;
             index.push_back(*i);

@@ -5,21 +5,22 @@
 // The rules, in order:
 // - A member that is not stopped (starting, running or being drained) holds its place; a place
 //   frees only once its process is gone, so the members with a process always form an allowed
-//   set, not even a swap goes beyond it. The allowed sets are every set of at most
+//   set, not even for the length of a swap. The allowed sets are every set of at most
 //   `max_running` members, or, when `allow` lists them, the subsets of one of those sets.
 // - Stopped members with waiting requests are served in the order their oldest request began
-//   to wait (fair between models: the one that waited longest goes first), each into a free
-//   place, else into the place of a member being drained already, else one more member is
-//   drained for it.
+//   to wait (fair between models: the one that waited longest goes first). A waiter starts
+//   when it fits beside the members with a process and beside those that stay once the drains
+//   under way end (with the waiters promised a place before it); else it waits for those
+//   drains when they make room for it; else the fewest members that make room are drained.
 // - The member drained for a waiter is a running one nobody uses (no request in flight, none
-//   waiting) if there is one, else one whose residency (time since its start) reached
+//   waiting) if there is one, else one whose residency (time since it turned healthy) reached
 //   `min_residency`: a member that just started keeps its place while it serves requests, so
 //   two busy models do not thrash. Among those: not the home, then the least recently used
-//   (with `allow`, among the sets of members whose drain makes room: the fewest members, then
-//   the fewest in use, then the fewest homes, then the least recently used).
-//   A starting member is never drained.
-// - With nobody waiting, the home member starts in a free place, or takes the place of a
-//   member (or the fewest members) that has been idle for `home_after`.
+//   (with `allow`, among the sets whose drains make room: the fewest members, then the fewest
+//   in use, then the fewest homes, then the least recently used). A starting member is never
+//   drained. A waiter that cannot get room keeps the ones behind it waiting too.
+// - With nobody waiting, the home member starts when it fits, or takes the place of the
+//   member (or the fewest members) idle for `home_after`.
 #pragma once
 
 #include <chrono>
@@ -44,7 +45,9 @@ struct member {
     std::size_t waiting = 0;          // requests waiting for it to take requests
     clock::time_point oldest_wait{};  // when the first of them began to wait
     std::size_t busy = 0;             // requests admitted on it, not finished
-    clock::time_point started{};      // when its process was started (not stopped)
+    // When it began to take requests (turned healthy), else when its process was started:
+    // its residency counts from then, so a slow load does not use up its min_residency.
+    clock::time_point started{};
     clock::time_point last_use{};     // when a request last ran on it
     bool home = false;
 };
