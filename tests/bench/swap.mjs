@@ -63,7 +63,8 @@ async function probeTokens(url) {
 async function swapSeconds(ws) {
   const text = await (await fetch(`${ws.url}/metrics`)).text();
   const phase = (p) => Number(text.match(new RegExp(`warmslot_swap_seconds_total\\{phase="${p}"\\} (\\S+)`))?.[1] ?? 0);
-  return { drain: phase('drain'), save: phase('save'), stop: phase('stop'), start: phase('start') };
+  return { drain: phase('drain'), save: phase('save'), stop: phase('stop'), start: phase('start'),
+    restore: phase('restore') };
 }
 
 // One configuration: the sequence A, B, A, B, ... through warmslot; per request the tokens the
@@ -144,7 +145,7 @@ function table(opts, results, load) {
   }
   lines.push(`| switches back, total | | ${sums[0].toLocaleString('en-US')} | ${sums[1].toFixed(1)} | ${sums[2].toLocaleString('en-US')} | ${sums[3].toFixed(1)} | ${sums[4].toLocaleString('en-US')} | ${sums[5].toFixed(1)} |`);
   const p = warm.phases;
-  lines.push('', `warmslot's swaps in this run, summed: drain ${p.drain.toFixed(2)} s, save ${p.save.toFixed(2)} s, stop ${p.stop.toFixed(2)} s, start (until healthy) ${p.start.toFixed(2)} s; without the cache: start ${cold.phases.start.toFixed(2)} s.`);
+  lines.push('', `warmslot's swaps in this run, summed: drain ${p.drain.toFixed(2)} s, save ${p.save.toFixed(2)} s, stop ${p.stop.toFixed(2)} s, start (until healthy) ${p.start.toFixed(2)} s, first restore after a start ${p.restore.toFixed(2)} s; without the cache: start ${cold.phases.start.toFixed(2)} s.`);
   return lines.join('\n');
 }
 
