@@ -217,7 +217,8 @@ function renderSwaps(s) {
   $('swaps-panel').hidden = groups.length === 0;
   if (!groups.length) return;
   const t = s.swaps.totals;
-  const rows = groups.map((g) => el('tr', {}, el('td', {}, g.name), el('td', {}, g.max_running),
+  const places = (g) => (g.allow ? g.allow.map((set) => set.join('+')).join(' | ') : g.max_running);
+  const rows = groups.map((g) => el('tr', {}, el('td', {}, g.name), el('td', {}, places(g)),
     el('td', {}, g.members.map((m) => `${m.backend} (${m.state}${m.home ? ', home' : ''}` +
       `${m.waiting ? `, ${m.waiting} waiting` : ''})`).join(', '))));
   $('swaps').replaceChildren(
