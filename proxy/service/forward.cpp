@@ -271,7 +271,6 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         view.fp->floating = !takes_id_slot(shape);
     }
     const auto& fp = view.fp;
-    const std::string model = reg_.multi_model() ? out.cls.model : std::string();
     // Only supervised backends are started on demand: no coroutine call for the others.
     const bool any_supervised = std::any_of(cfg.backends.begin(), cfg.backends.end(),
                                             [](const config::backend& b) { return b.supervised(); });
@@ -292,6 +291,9 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         co_await fail_starting(ex, out, admitted);
         co_return;
     }
+    // After the wake: a backend it started may be the one that makes the backends serve more
+    // than one model file (its model is read once it is healthy).
+    const std::string model = reg_.multi_model() ? out.cls.model : std::string();
     const std::uint64_t bytes = fp ? fp->total_bytes : ex.request.body().size();
     // Backends the registry added by a reload after this request took its config are not
     // candidates: the request's backend list is the one it indexes.
