@@ -99,7 +99,7 @@ void supervisor::tick(const config::config& cfg, clock::time_point now) {
         if (in_flight > 0 || c.admitted->load() > 0) c.last_use = now;
         if (c.proc && !c.healthy_seen && i < views.size() && views[i].healthy) {
             c.healthy_seen = true;
-            c.healthy_at = now;
+            c.healthy_at = c.last_use = now;  // idle time counts from when it can serve
             if (c.time_start)
                 totals_.start_seconds += std::chrono::duration<double>(now - c.started).count();
             c.time_start = false;
@@ -121,7 +121,10 @@ void supervisor::tick(const config::config& cfg, clock::time_point now) {
             continue;
         }
         const bool home = group && cfg.swap_groups[*group].home == b.name;
-        if (c.proc && !home && b.idle_stop.count() > 0 && in_flight == 0 &&
+        // A process still loading (within its start_timeout) is not idle: the request that
+        // woke it waits for it.
+        const bool loading = !c.healthy_seen && now - c.started <= b.start_timeout;
+        if (c.proc && !loading && !home && b.idle_stop.count() > 0 && in_flight == 0 &&
             c.admitted->load() == 0 && now - c.last_use > b.idle_stop) {
             c.wanted = false;
             c.stopping = true;

@@ -199,3 +199,22 @@ test('SIGTERM saves the valuable slots of a supervised backend before stopping i
     await stopAll(ws);
   }
 });
+
+test('on demand: idle_stop never stops a process that is still loading for the request that woke it', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('state');
+  // An idle_stop far shorter than llama-server's load: the process is not idle while it loads.
+  const ws = await startWarmslot({
+    backends: [{ name: 'lazy', command: command(), lines: ['start: on_demand', 'idle_stop: 50ms', 'start_timeout: 60s'] }],
+    extra: settings(cacheDir),
+  });
+  try {
+    const first = await ask(ws, 'You are terse.', 'Hi');
+    assert.equal(first.processed > 0, true);
+    assert.equal(pids(ws).length, 1, 'one start served the request');
+    // Once it served, it is idle, and stops.
+    await waitFor('the idle backend to stop', () => /stopped llama-server \(pid \d+, idle\)/.test(logText(ws)), 30000, 50);
+  } finally {
+    await stopAll(ws);
+  }
+  for (const pid of pids(ws)) assert.equal(alive(pid), false);
+});
