@@ -4,8 +4,9 @@
 // valuable slots first.
 //
 // Swap groups (config `swap_groups`): members share a device; at most `max_running` of them
-// (or a subset of one of the `allow` sets) have a process at once. A request for a stopped member waits in wake() (registered as a
-// waiter); each tick asks routing::swap::decide which member to drain and which to start, and
+// (or a subset of one of the `allow` sets) have a process at once. A request for a stopped
+// member waits in wake() (registered as a waiter, until its client leaves); each tick asks
+// routing::swap::decide which member to drain and which to start, and
 // a drained member's requests finish, its slots are saved and its process stops before the
 // waiter's member starts. Requests admitted on a member hold a lease until they end, so a drain
 // never stops a process under a request wake() let through.
