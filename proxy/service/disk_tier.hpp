@@ -147,6 +147,13 @@ private:
                                                              const nlohmann::json& body);
     awaitable<std::optional<std::vector<int>>> rendered_tokens(upstream::pool& pool, int backend,
                                                                const nlohmann::json& body);
+    awaitable<std::optional<std::vector<int>>> cut_before_stand_in(upstream::pool& pool,
+                                                                   int backend,
+                                                                   nlohmann::json part);
+    awaitable<std::optional<std::string>> rendered_text(upstream::pool& pool, int backend,
+                                                        const nlohmann::json& body);
+    awaitable<std::optional<std::vector<int>>> tokens_of(upstream::pool& pool, int backend,
+                                                         std::string text);
     cache::index* index_for(int backend) const;
     bool restores_allowed(int backend);
     bool saves_allowed(int backend) const;
