@@ -273,7 +273,10 @@ awaitable<std::optional<bool>> monitor::probe_stable_slots(config::backend b, st
         const auto it = find(*before, slot);
         if (it == before->end() || it->processing) co_return std::nullopt;
     }
-    for (int slot : {first, second}) {
+    // The higher id first: llama-server then finds it the least recently used of the two, as
+    // warmslot's planner does between slots it never used (ties to the higher id, rule 10), so
+    // the first request without id_slot goes where warmslot expects it.
+    for (int slot : {std::max(first, second), std::min(first, second)}) {
         json body = {{"prompt", "warmslot slot probe " + std::to_string(slot)},
                      {"n_predict", 1}, {"id_slot", slot}, {"cache_prompt", true},
                      {"temperature", 0}};
