@@ -12,7 +12,10 @@ const blockRe = /<!-- routing-run:([\w.-]+):begin -->\n([\s\S]*?)<!-- routing-ru
 const intro = `## Cache-aware routing
 
 What warmslot's routing saves on real llama-server processes, compared with llama-server alone
-under several cache settings. Reproduce with
+under several cache settings. The tables measured on 2026-12-01 were taken before fingerprint
+format 2 (only what reaches the rendered prompt enters a key) and the planning of floating
+Messages requests where llama-server's own slot choice puts them; those change what the \`agent\`
+workload (Messages) routes, so its rows in particular are due for a rerun. Reproduce with
 
 \`\`\`
 node tests/bench/routing.mjs [--workload interleaved|docqa|messages|replicas|restart|agent|long] [--preset tiny|bench] [--arch llama|qwen35] [--load N] [--write-doc] [--long-tokens N]
