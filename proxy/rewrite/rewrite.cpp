@@ -58,10 +58,19 @@ void prepend(json& message, const std::string& block) {
     }
 }
 
-// A user turn's content as it identifies the turn: without Anthropic cache_control markers,
-// which a client moves to its newest message on every request.
+// A {"type": "text", "text": "..."} part.
+bool is_text_part(const json& part) {
+    return part.is_object() && part.contains("type") && part["type"] == "text" &&
+           part.contains("text") && part["text"].is_string();
+}
+
+// A message's content as it identifies the message: without Anthropic cache_control markers,
+// which a client moves to its newest message on every request, and one text part the same as
+// that text as a string (Claude Code sends its late system message as a marked text block in
+// its first request and as a plain string in the next ones).
 std::string content_key(const json& content) {
     if (!content.is_array()) return dump(content);
+    if (content.size() == 1 && is_text_part(content[0])) return dump(content[0]["text"]);
     json parts = content;
     for (auto& part : parts) {
         if (part.is_object()) part.erase("cache_control");
@@ -96,6 +105,42 @@ std::size_t move_late_system(json& messages) {
     return late;
 }
 
+// The text of a message whose content is a string or text parts only; std::nullopt otherwise
+// (an image part, ...).
+std::optional<std::string> plain_text(const json& m) {
+    if (!m.contains("content")) return std::nullopt;
+    const auto& content = m["content"];
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) return std::nullopt;
+    std::string out;
+    for (const auto& part : content) {
+        if (!is_text_part(part)) return std::nullopt;
+        out += part["text"].get_ref<const std::string&>();
+    }
+    return out;
+}
+
+// A Responses body's leading system and developer items become one message, their texts
+// joined by a blank line (as its instructions and the items after them join): llama-server
+// renders each as a system message of its own, and templates such as Qwen3.5's refuse a second
+// one. Returns how many joined the first.
+std::size_t merge_leading_system(json& messages) {
+    std::vector<std::string> texts;
+    for (const auto& m : messages) {
+        if (!is_system(m)) break;
+        auto text = plain_text(m);
+        if (!text) break;
+        texts.push_back(std::move(*text));
+    }
+    if (texts.size() < 2) return 0;
+    std::string joined = texts[0];
+    for (std::size_t i = 1; i < texts.size(); ++i) joined += "\n\n" + texts[i];
+    messages[0]["content"] = std::move(joined);
+    auto& list = messages.get_ref<json::array_t&>();
+    list.erase(list.begin() + 1, list.begin() + static_cast<std::ptrdiff_t>(texts.size()));
+    return texts.size() - 1;
+}
+
 }  // namespace
 
 result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& body) {
@@ -107,6 +152,9 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
         if (!m.is_object()) return r;
     }
     const std::size_t to_front = rules.system_to_front() ? move_late_system(messages) : 0;
+    const std::size_t merged = rules.system_to_front() && body.contains(responses_marker)
+                                   ? merge_leading_system(messages)
+                                   : 0;
     // After the late system messages moved: a coding agent's first request ends with one (its
     // agent list after the question), and the question is then the final user turn.
     const bool final_user = has_role(messages.back(), "user");
@@ -155,6 +203,7 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
         r.update.notes.emplace_back(turn_key(conversation, last, client_content[last]), block);
     }
     if (to_front > 0) r.applied.push_back("system_to_front=" + std::to_string(to_front));
+    if (merged > 0) r.applied.push_back("system_merged=" + std::to_string(merged));
     if (taken > 0) r.applied.push_back("volatile_lines=" + std::to_string(taken));
     if (docs.reordered_groups > 0)
         r.applied.push_back("document_order=" + std::to_string(docs.reordered_groups));

@@ -9,7 +9,8 @@
 //                   <revision> note with the changed lines goes into the final user turn;
 //   turn notes      a user turn that got such a block keeps it when it becomes history;
 //   system to front system messages a client puts after the first user turn (an agent's tool
-//                   or agent lists) join the leading ones.
+//                   or agent lists) join the leading ones; in a Responses body the leading
+//                   system and developer items then become one.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -47,7 +48,9 @@ nlohmann::json chat_to_messages(nlohmann::json chat);
 // OpenAI Responses bodies too: "instructions" becomes a leading system message and "input" (a
 // string, or items) messages; back, the leading system messages after the instructions join
 // them (separated by a blank line). `original` is the body as the client sent it.
+// The chat form carries `responses_marker` (removed on the way back) so the rules know the shape.
 nlohmann::json responses_to_chat(const nlohmann::json& body);
+inline constexpr const char* responses_marker = "x-warmslot-responses";
 nlohmann::json chat_to_responses(nlohmann::json chat, const nlohmann::json& original);
 
 // The X-Warmslot-Rewrites value: the applied rules joined with ", ", or "none".

@@ -110,12 +110,14 @@ json responses_to_chat(const json& body) {
         for (const auto& item : input) messages.push_back(item_to_message(item));
     }
     chat["messages"] = std::move(messages);
+    chat[responses_marker] = true;
     return chat;
 }
 
 json chat_to_responses(json chat, const json& original) {
     json list = std::move(chat["messages"]);
     chat.erase("messages");
+    chat.erase(responses_marker);
     std::size_t at = 0;
     if (!list.empty() && list[0].is_object() && list[0].contains(instructions_key)) {
         // The instructions, with the system messages the rules put after them.

@@ -353,6 +353,29 @@ std::string_view name(route r) noexcept {
     return "unknown";
 }
 
+std::vector<int> floating_rivals(const backend_view& b, int planned, const fingerprint& request) {
+    std::vector<int> out;
+    const auto own = std::find_if(b.slots.begin(), b.slots.end(),
+                                  [&](const slot_view& s) { return s.id == planned; });
+    if (own == b.slots.end() || request.stable_levels == 0) return out;
+    const std::size_t m = common_levels(own->held, request.levels);
+    if (m < request.stable_levels) return out;
+    const bool own_more = own->held.size() > m;
+    // Unknown content shorter than what the planned slot shares cannot share more.
+    const double shared_tokens = 0.8 * tokens_of(request.levels[m - 1].bytes, b);
+    for (const auto& s : b.slots) {
+        if (s.id == planned || s.busy) continue;
+        if (s.held.empty()) {
+            if (static_cast<double>(s.held_tokens) >= shared_tokens) out.push_back(s.id);
+            continue;
+        }
+        const std::size_t k = common_levels(s.held, request.levels);
+        const bool more = s.held.size() > k;
+        if (k > m || (k == m && (more || (!own_more && s.id < planned)))) out.push_back(s.id);
+    }
+    return out;
+}
+
 bool serves(const backend_view& b, std::string_view model) noexcept {
     if (b.models.empty() || model.empty()) return true;
     return std::find(b.models.begin(), b.models.end(), model) != b.models.end();

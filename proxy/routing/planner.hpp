@@ -147,6 +147,18 @@ struct plan_input {
 //     no idle slot: queue. No scratch slot and no waiting for them: llama-server decides.
 plan choose(const plan_input& in);
 
+// Rule 10's other half. Once the disk tier has made the planned slot hold the request's stable
+// prefix P (restored, primed, or kept with more), llama-server still sends the request to an
+// idle slot that shares more of its prompt, and among equals to the lower id. The idle slots of
+// `b` that may do so against slot `planned`: one sharing more levels of `request`; one sharing
+// as many, when it holds more beyond them (its next tokens may match further) unless the planned
+// slot holds exactly them and the other more, or both hold exactly them and it has the higher
+// id; one of unknown content (levels unknown, tokens known) long enough to hold what the
+// planned slot shares. None when the planned slot does not hold P. Busy slots are never named.
+// The caller erases them: the request would otherwise run there, and on a hybrid model without
+// a checkpoint at P it would recompute its whole prompt.
+std::vector<int> floating_rivals(const backend_view& b, int planned, const fingerprint& request);
+
 // llama-server's default --slot-prompt-similarity: below this share of the prompt, a slot's
 // common prefix does not choose it (rule 10).
 inline constexpr double floating_similarity = 0.1;

@@ -11,8 +11,6 @@ constexpr double hits_half_life_seconds = 600;
 constexpr double rate_weight = 0.3; // exponential moving average weight of a new observation
 // llama-server may still show a slot as processing for a moment after it sent the response.
 constexpr auto own_tail = std::chrono::milliseconds(300);
-// A floating request that reused at least this many tokens ran on the slot that held them.
-constexpr long floating_confirms = 64;
 
 double ema(double old, double sample) { return old * (1 - rate_weight) + sample * rate_weight; }
 
@@ -249,13 +247,10 @@ void registry::record_complete(const ticket& t, const fingerprint* fp, const api
     if (b.reserved_by[i] == t.id) b.reserved_by[i] = 0;
     auto& slot = b.view.slots[i];
     slot.busy = b.reserved_by[i] != 0 || b.outside_busy[i];
-    if (t.floating && s->cached < floating_confirms) {
-        // llama-server may have run it on another slot: what both hold is unknown until the
-        // next GET /slots.
-        slot.held.clear();
-        slot.held_tokens = 0;
-        return;
-    }
+    // A floating request that reused little may have run on another slot (llama-server chose).
+    // It is believed here all the same, with the tokens it left: the next GET /slots clears the
+    // belief when this slot holds another count (apply_reconcile), and then finds the slot it
+    // ran on changed. Cleared now, a first request on a fresh slot would never be known there.
     std::vector<prefix_level> now_held = fp ? fp->levels : std::vector<prefix_level>{};
     if (!slot.held.empty() && common_levels(slot.held, now_held) < slot.held.size()) {
         evicted(b, slot.held);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <iterator>
 
+#include "api/prefix_cut.hpp"
 #include "upstream/llama_client.hpp"
 
 namespace warmslot::service {
@@ -247,9 +248,10 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
 // differently once more follow it, and a tokenizer may merge across the cut).
 //
 // A template that cannot render the prefix alone (Qwen3.5's refuses messages without a user
-// query) gets no snapshot: a prefix cut from the request's own tokens would end inside or at
-// its last user turn, and a hybrid model primed that way keeps no checkpoint to roll back to
-// for the next question (llama-server's own first request makes one where that turn starts).
+// query) renders it with stand-in user turns after it, and the prefix is cut where the first
+// of them begins, or a few tokens before (api/prefix_cut.hpp). Never later: a hybrid model then
+// keeps the checkpoint llama-server makes where the request's last user message starts, which
+// the next question on the same prefix rolls back to.
 awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::pool& pool,
                                                                     int backend,
                                                                     const json& messages,
@@ -262,7 +264,8 @@ awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::po
     whole.erase("stream");
     const auto full = co_await rendered_tokens(pool, backend, whole);
     if (!full || full->empty()) co_return std::nullopt;
-    const auto alone = co_await rendered_tokens(pool, backend, part);
+    auto alone = co_await rendered_tokens(pool, backend, part);
+    if (!alone) alone = co_await cut_before_stand_in(pool, backend, part);
     if (!alone) co_return std::nullopt;
     const auto& p = *alone;
     if (p.empty() || p.size() >= full->size() || !std::equal(p.begin(), p.end(), full->begin())) {
@@ -271,18 +274,49 @@ awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::po
     co_return p;
 }
 
+// `part` (the prefix's messages, no generation prompt) rendered with one and with two stand-in
+// user turns; the tokens of the text before the first of them (api::stable_text_end).
+awaitable<std::optional<std::vector<int>>> disk_tier::cut_before_stand_in(upstream::pool& pool,
+                                                                          int backend, json part) {
+    const json turn = {{"role", "user"}, {"content", std::string(api::stand_in_marker)}};
+    part["messages"].push_back(turn);
+    const auto one = co_await rendered_text(pool, backend, part);
+    part["messages"].push_back(turn);
+    const auto two = one ? co_await rendered_text(pool, backend, part) : std::nullopt;
+    if (!two) co_return std::nullopt;
+    const auto end = api::stable_text_end(*one, *two);
+    if (!end) co_return std::nullopt;
+    co_return co_await tokens_of(pool, backend, one->substr(0, *end));
+}
+
 // A chat body's prompt tokens as the chat endpoint makes them: /apply-template, then /tokenize
 // with the special tokens added and parsed. std::nullopt when the server refuses either.
 awaitable<std::optional<std::vector<int>>> disk_tier::rendered_tokens(upstream::pool& pool,
                                                                       int backend,
                                                                       const json& body) {
+    const auto text = co_await rendered_text(pool, backend, body);
+    if (!text) co_return std::nullopt;
+    co_return co_await tokens_of(pool, backend, *text);
+}
+
+// The prompt text /apply-template renders for a chat body; std::nullopt when it refuses.
+awaitable<std::optional<std::string>> disk_tier::rendered_text(upstream::pool& pool, int backend,
+                                                               const json& body) {
     const auto cfg = src_.current();
     const auto& b = cfg->backends[static_cast<std::size_t>(backend)];
     const json text = parse_ok(co_await upstream::call(pool, b, http::verb::post,
                                                        "/apply-template", body.dump(),
                                                        render_timeout));
     if (!text.contains("prompt") || !text["prompt"].is_string()) co_return std::nullopt;
-    json req = {{"content", text["prompt"]}, {"add_special", true}, {"parse_special", true}};
+    co_return text["prompt"].get<std::string>();
+}
+
+// `text` tokenized as the chat endpoint does: special tokens added and parsed.
+awaitable<std::optional<std::vector<int>>> disk_tier::tokens_of(upstream::pool& pool, int backend,
+                                                                std::string text) {
+    const auto cfg = src_.current();
+    const auto& b = cfg->backends[static_cast<std::size_t>(backend)];
+    json req = {{"content", std::move(text)}, {"add_special", true}, {"parse_special", true}};
     const json r = parse_ok(co_await upstream::call(pool, b, http::verb::post, "/tokenize",
                                                     req.dump(), render_timeout));
     if (!r.contains("tokens") || !r["tokens"].is_array()) co_return std::nullopt;

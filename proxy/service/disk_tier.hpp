@@ -100,6 +100,12 @@ public:
     awaitable<disk_action> prepare(upstream::pool& pool, routing::ticket& t,
                                    const routing::fingerprint& fp, const nlohmann::json& body);
 
+    // A floating request (llama-server chooses its slot) whose planned slot now holds its
+    // stable prefix: erases the idle slots llama-server would choose instead
+    // (routing::floating_rivals). Never throws.
+    awaitable<void> clear_rivals(upstream::pool& pool, const routing::ticket& t,
+                                 const routing::fingerprint& fp);
+
     // After the response: judges whether the restore was useful. Several useless ones in a row
     // mean this backend cannot restore usefully (e.g. a sliding-window model without
     // --swa-full): restores pause there, for longer each time (cache::restore_judge).
@@ -153,6 +159,13 @@ private:
                                                              const nlohmann::json& body);
     awaitable<std::optional<std::vector<int>>> rendered_tokens(upstream::pool& pool, int backend,
                                                                const nlohmann::json& body);
+    awaitable<std::optional<std::vector<int>>> cut_before_stand_in(upstream::pool& pool,
+                                                                   int backend,
+                                                                   nlohmann::json part);
+    awaitable<std::optional<std::string>> rendered_text(upstream::pool& pool, int backend,
+                                                        const nlohmann::json& body);
+    awaitable<std::optional<std::vector<int>>> tokens_of(upstream::pool& pool, int backend,
+                                                         std::string text);
     cache::index* index_for(int backend) const;
     bool restores_allowed(int backend);
     bool saves_allowed(int backend) const;

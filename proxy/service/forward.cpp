@@ -400,6 +400,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
         if (slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp)) {
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
+            if (!takes_id_slot(shape)) co_await disk_->clear_rivals(pool, t, *fp);
         }
         const bool pin = slot && takes_id_slot(shape);
         if (slot && !pin) reg_.mark_floating(t);
@@ -407,6 +408,9 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             {"X-Warmslot-Backend", b.name},
             {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
             {"X-Warmslot-Slot", pin ? std::to_string(*slot) : "-"}};
+        // A floating request: the slot llama-server's own choice is expected to take, where the
+        // disk tier prepared the prefix.
+        if (slot && !pin) extra.emplace_back("X-Warmslot-Expected-Slot", std::to_string(*slot));
         if (const auto d = describe(out.disk); !d.empty()) extra.emplace_back("X-Warmslot-Disk", d);
         if (out.disk.primed > 0)
             extra.emplace_back("X-Warmslot-Primed-Tokens", std::to_string(out.disk.primed));

@@ -262,8 +262,11 @@ awaitable<std::optional<bool>> monitor::probe_stable_slots(config::backend b, st
     if (total_slots < 2) co_return true;
     probe_tickets held{reg_, reg_.reserve_idle(static_cast<int>(i), 2)};
     if (held.tickets.size() < 2) co_return std::nullopt;
-    const int first = *held.tickets[0].p.slot;
-    const int second = *held.tickets[1].p.slot;
+    // The higher id first: llama-server then finds it the least recently used of the two, as
+    // warmslot's planner does between slots it never used (ties to the higher id, rule 10), so
+    // the first request without id_slot goes where warmslot expects it.
+    const int first = std::max(*held.tickets[0].p.slot, *held.tickets[1].p.slot);
+    const int second = std::min(*held.tickets[0].p.slot, *held.tickets[1].p.slot);
     const auto find = [](const std::vector<routing::observed_slot>& v, int id) {
         return std::find_if(v.begin(), v.end(), [id](const auto& o) { return o.id == id; });
     };

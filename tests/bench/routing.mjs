@@ -6,7 +6,7 @@
 //                                [--load N] [--all] [--write-doc] [--out DIR] [--extra-configs]
 //                                [--warmslot-runs N] [--long-tokens N]
 //
-//   --workload  interleaved | docqa | replicas | restart | agent | long (repeatable or
+//   --workload  interleaved | docqa | messages | replicas | restart | agent | long (repeatable or
 //               comma-separated; default: all)
 //   --preset    tiny (default; all workloads in a few minutes on 2 cores) | bench (the larger
 //               model, ~220 prompt tokens/s on 2 cores: smaller workloads, run one at a time)
@@ -34,7 +34,7 @@ import { performance } from 'node:perf_hooks';
 import { getJson, modelPath, postJson, startLlama } from '../integration/lib/llama.mjs';
 import { repoRoot, sleep, tempDir, waitFor } from '../integration/lib/procs.mjs';
 import { startWarmslot, warmslotBin } from '../integration/lib/warmslot.mjs';
-import { lowerBound, percentile, promptTokensTotal, streamChat } from './lib/client.mjs';
+import { lowerBound, percentile, promptTokensTotal, streamChat, streamMessages } from './lib/client.mjs';
 import { allWorkloadNames, buildWorkload } from './lib/workloads.mjs';
 import { agentReport, buildAgentWorkload, runAgentConfig } from './lib/agent.mjs';
 import { writeDoc } from './lib/doc.mjs';
@@ -173,7 +173,8 @@ async function runConfig(opts, model, workload, config) {
     for (let i = 0; i < workload.requests.length; i++) {
       const req = workload.requests[i];
       const backend = servers[i % servers.length];
-      const r = await streamChat(ws ? ws.url : backend.url, req, workload.model ? { model: workload.model } : {});
+      const send = config.api === 'messages' ? streamMessages : streamChat;
+      const r = await send(ws ? ws.url : backend.url, req, workload.model ? { model: workload.model } : {});
       records.push({
         i, kind: req.kind, key: req.key, to: ws ? 'warmslot' : `b${(i % servers.length) + 1}`,
         route: r.route, slot: r.slot, backend: r.backend, disk: r.disk, processed: r.timings.prompt_n,
@@ -238,6 +239,16 @@ function targetLines(results, bound) {
       const a = by[id];
       if (!a) continue;
       check(w.tokens <= a.tokens, `never more tokens than ${a.config.label}: ${fmtInt(w.tokens)} vs ${fmtInt(a.tokens)}`);
+    }
+  }
+  // The messages workload: the same requests over Messages cost no more than over chat.
+  if (by.wsm && by.ws) {
+    lines.push('', `Targets for ${by.wsm.config.label.replace(/\*\*/g, '')}:`, '');
+    check(by.wsm.tokens <= by.ws.tokens, `no more tokens than the same requests over chat completions: ` +
+      `${fmtInt(by.wsm.tokens)} vs ${fmtInt(by.ws.tokens)}`);
+    if (by.np2m) {
+      check(by.wsm.tokens <= by.np2m.tokens, `never more tokens than ${by.np2m.config.label}: ` +
+        `${fmtInt(by.wsm.tokens)} vs ${fmtInt(by.np2m.tokens)}`);
     }
   }
   return lines;

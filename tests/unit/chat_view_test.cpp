@@ -252,10 +252,22 @@ TEST_CASE("registry: a floating request keeps every slot of its backend from bei
     REQUIRE(hit.p.slot);
     CHECK(hit.p.matched_levels == 2);
     reg.mark_floating(hit);
-    // It reused nothing: llama-server may have chosen another slot, so the planned one is unknown.
+    // It reused nothing: llama-server may have chosen another slot. Believed on the planned one
+    // until GET /slots shows that slot with another token count.
     reg.complete(hit, &a, api::prompt_stats{0, 2000, 2, 100}, routing::clock::now());
-    const auto views = reg.snapshot();
-    CHECK(views[0].slots[static_cast<std::size_t>(*t.p.slot)].held.empty());
+    const auto planned = static_cast<std::size_t>(*t.p.slot);
+    auto views = reg.snapshot();
+    CHECK(views[0].slots[planned].held.size() == 2);
+    CHECK(views[0].slots[planned].held_tokens == 2001);
+    const auto seen = [&](std::uint64_t tokens) {
+        std::vector<routing::observed_slot> slots(2);
+        for (int id = 0; id < 2; ++id) slots[static_cast<std::size_t>(id)].id = id;
+        slots[planned].n_prompt_tokens = tokens;
+        reg.reconcile(0, slots, routing::clock::now());
+        return reg.snapshot()[0].slots[planned];
+    };
+    CHECK(seen(2001).held.size() == 2);  // it ran there
+    CHECK(seen(7).held.empty());         // it ran elsewhere
 }
 
 TEST_CASE("chat_view: the last cache_control breakpoint before the final user turn") {

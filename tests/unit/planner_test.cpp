@@ -384,3 +384,44 @@ TEST_CASE("planner: floating requests go where llama-server's own slot choice pu
          {0, 0, route::hit, 1, 200}},
     });
 }
+
+namespace {
+
+rt::slot_view unknown(int id, std::uint64_t tokens) {
+    rt::slot_view s = idle(id);
+    s.held_tokens = tokens;  // what GET /slots shows, the levels unknown
+    return s;
+}
+
+std::vector<int> rivals(std::vector<rt::slot_view> slots, int planned,
+                        const rt::fingerprint& fp = floating(doc_a_q2)) {
+    return rt::floating_rivals(backend(std::move(slots)), planned, fp);
+}
+
+}  // namespace
+
+TEST_CASE("planner: the idle slots that would take a floating request from the prepared one") {
+    using v = std::vector<int>;
+    // Restored or primed: the planned slot holds exactly the prefix (sys, docA).
+    CHECK(rivals({idle(0, {sys, doc_a}), idle(1, {sys, doc_a, q1})}, 0) == v{1});
+    CHECK(rivals({idle(0, {sys, doc_a, q1}), idle(1, {sys, doc_a})}, 1) == v{0});
+    CHECK(rivals({idle(0, {sys, doc_a}), idle(1, {sys, doc_a})}, 1) == v{0});  // tie: lower id
+    CHECK(rivals({idle(0, {sys, doc_a}), idle(1, {sys, doc_a})}, 0).empty());
+    // Kept with more: another copy with more may share further; an exact copy shares less.
+    CHECK(rivals({idle(0, {sys, doc_a, q1}), idle(1, {sys, doc_a, a1})}, 0) == v{1});
+    CHECK(rivals({idle(0, {sys, doc_a, q1}), idle(1, {sys, doc_a})}, 0).empty());
+    // Sharing fewer levels, another document, empty, or busy: no rival.
+    CHECK(rivals({idle(0, {sys, doc_a}), idle(1, {sys, doc_b}), idle(2), busy(3, {sys, doc_a, q1})},
+                 0)
+              .empty());
+    // A request that extends the planned slot's conversation: only a slot sharing as much.
+    const auto next = floating(request({sys, doc_a, q1, a1, q2}, 4));
+    CHECK(rivals({idle(0, {sys, doc_a, q1, a1}), idle(1, {sys, doc_a, q1})}, 0, next).empty());
+    // Unknown content (after a floating request ran somewhere): a rival when long enough to hold
+    // what the planned slot shares.
+    CHECK(rivals({idle(0, {sys, doc_a}), unknown(1, 20300)}, 0) == v{1});
+    CHECK(rivals({idle(0, {sys, doc_a}), unknown(1, 900)}, 0).empty());
+    // The planned slot does not hold the prefix: nothing was prepared there.
+    CHECK(rivals({idle(0, {sys, doc_b}), idle(1, {sys, doc_a, q1})}, 0).empty());
+    CHECK(rivals({idle(0), idle(1, {sys, doc_a, q1})}, 0).empty());
+}

@@ -631,7 +631,7 @@ TEST_CASE("rewrite: OpenAI Responses bodies go through the same rules and back")
         {"role": "user", "content": [{"type": "input_text", "text": "next"}]}
       ]})");
     r = send(rules, mem, rw::responses_to_chat(items));
-    CHECK(r.applied == std::vector<std::string>{"system_to_front=1"});
+    CHECK(r.applied == std::vector<std::string>{"system_to_front=1", "system_merged=1"});
     back = rw::chat_to_responses(r.body, items);
     CHECK(back["instructions"] == "Sys.\n\nTools: a, b.");
     json expected = items["input"];
@@ -644,6 +644,56 @@ TEST_CASE("rewrite: OpenAI Responses bodies go through the same rules and back")
                                                            {"role": "user", "content": "q"}]})");
     CHECK(rw::chat_to_responses(rw::responses_to_chat(no_instructions), no_instructions) ==
           no_instructions);
+}
+
+TEST_CASE("rewrite: a Responses body's leading system and developer items become one") {
+    cfg::rewrite_rules settings;
+    settings.system_to_front = true;
+    const rw::compiled_rules rules(settings);
+    rw::memory mem(1 << 20);
+    // The Codex CLI's shape: instructions, two developer items, then the user's items.
+    const json codex = json::parse(R"({
+      "model": "m", "instructions": "Base prompt.", "prompt_cache_key": "s-1",
+      "input": [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Sandbox."}]},
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Skills."},
+                                                             {"type": "input_text", "text": " More."}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Context."}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Question?"}]}
+      ]})");
+    auto r = send(rules, mem, rw::responses_to_chat(codex));
+    CHECK(r.applied == std::vector<std::string>{"system_merged=2"});
+    json back = rw::chat_to_responses(r.body, codex);
+    CHECK(back["instructions"] == "Base prompt.\n\nSandbox.\n\nSkills. More.");
+    json expected = codex["input"];
+    expected.erase(0);
+    expected.erase(0);
+    CHECK(back["input"] == expected);
+    CHECK(back["prompt_cache_key"] == "s-1");
+    CHECK_FALSE(back.contains(rw::responses_marker));
+
+    // Without instructions the first item takes the others; an item with an image stops the
+    // merge there (its parts are not text).
+    const json items = json::parse(R"({"input": [
+        {"role": "developer", "content": "A."},
+        {"role": "system", "content": [{"type": "input_text", "text": "B."}]},
+        {"role": "developer", "content": [{"type": "input_image", "image_url": "data:x"}]},
+        {"role": "user", "content": "q"}]})");
+    r = send(rules, mem, rw::responses_to_chat(items));
+    CHECK(r.applied == std::vector<std::string>{"system_merged=1"});
+    back = rw::chat_to_responses(r.body, items);
+    REQUIRE(back["input"].size() == 3);
+    CHECK(back["input"][0] == json{{"role", "developer"}, {"content", "A.\n\nB."}});
+    CHECK(back["input"][1] == items["input"][2]);
+
+    // One leading item, a chat body, or the rule off: nothing merges.
+    CHECK_FALSE(send(rules, mem,
+                     rw::responses_to_chat(json::parse(R"({"instructions": "S", "input": "q"})")))
+                    .changed());
+    CHECK_FALSE(send(rules, mem, chat({msg("system", "a"), msg("system", "b"), msg("user", "q")}))
+                    .changed());
+    const rw::compiled_rules off{cfg::rewrite_rules{}};
+    CHECK_FALSE(rw::rewrite_chat(off, mem, rw::responses_to_chat(codex)).changed());
 }
 
 TEST_CASE("rewrite: a coding agent's first request and its next one lose the same lines") {
@@ -690,4 +740,20 @@ TEST_CASE("rewrite: a coding agent's first request and its next one lose the sam
     CHECK(b.applied.back() == "turn_notes=1");
     CHECK(b.body["messages"].back() == msg("user", "tool result"));
     CHECK(a.body["messages"][2]["content"][0] == b.body["messages"][2]["content"][0]);
+
+    // Claude Code's continuation after an answer cut at its output limit sends the late system
+    // message as a plain string where the first request had one marked text block: the same
+    // conversation, so the question gets its block back and the new turn does not repeat it.
+    rw::memory mem3(1 << 20);
+    const auto c =
+        send(rules, mem3, chat({system, {{"role", "user"}, {"content", unmarked}}, agents_marked}));
+    const auto d = send(rules, mem3,
+                        chat({system,
+                              {{"role", "user"}, {"content", unmarked}},
+                              msg("system", "agents"),
+                              msg("assistant", "cut"),
+                              msg("user", "Output token limit hit.")}));
+    CHECK(d.applied.back() == "turn_notes=1");
+    CHECK(c.body["messages"][2] == d.body["messages"][2]);
+    CHECK(d.body["messages"].back() == msg("user", "Output token limit hit."));
 }

@@ -44,6 +44,39 @@ export async function streamChat(url, request, extra = {}) {
   return out;
 }
 
+// The same request over the Anthropic Messages API (`/v1/messages`, streamed): the system part
+// as `system`, the question as the user message. Returns what streamChat returns, with the
+// prompt counts of the stream's message_start usage as `timings` (prompt_n: input_tokens,
+// cache_n: cache_read_input_tokens).
+export async function streamMessages(url, request, extra = {}) {
+  const body = JSON.stringify({ model: 'tiny', max_tokens: 4, temperature: 0, stream: true,
+    system: request.system, messages: [{ role: 'user', content: request.question }], ...extra });
+  const t0 = performance.now();
+  const res = await fetch(`${url}/v1/messages`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body,
+  });
+  if (res.status !== 200) throw new Error(`HTTP ${res.status} from ${url}: ${(await res.text()).slice(0, 300)}`);
+  const out = {
+    route: res.headers.get('x-warmslot-route'), slot: res.headers.get('x-warmslot-expected-slot'),
+    backend: res.headers.get('x-warmslot-backend'), disk: res.headers.get('x-warmslot-disk'), first: undefined, content: undefined, timings: undefined,
+  };
+  await readSse(res, (data) => {
+    const at = performance.now() - t0;
+    out.first ??= at;
+    const ev = JSON.parse(data);
+    if (ev.type === 'error') throw new Error(`streamed error from ${url}: ${JSON.stringify(ev.error)}`);
+    if (ev.type === 'message_start') {
+      const u = ev.message?.usage ?? {};
+      out.timings = { prompt_n: u.input_tokens ?? 0, cache_n: u.cache_read_input_tokens ?? 0 };
+    }
+    if (out.content === undefined && ev.type === 'content_block_delta' && ev.delta?.text) out.content = at;
+  });
+  out.total = performance.now() - t0;
+  out.ttft = out.content ?? out.total;
+  if (!out.timings) throw new Error(`no usage in the stream from ${url}`);
+  return out;
+}
+
 async function promptTokens(url, messages, addGenerationPrompt) {
   const t = await postJson(`${url}/apply-template`, { messages, add_generation_prompt: addGenerationPrompt });
   if (t.status !== 200) throw new Error(`apply-template: ${t.status} ${JSON.stringify(t.body)}`);

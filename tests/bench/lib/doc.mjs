@@ -12,10 +12,13 @@ const blockRe = /<!-- routing-run:([\w.-]+):begin -->\n([\s\S]*?)<!-- routing-ru
 const intro = `## Cache-aware routing
 
 What warmslot's routing saves on real llama-server processes, compared with llama-server alone
-under several cache settings. Reproduce with
+under several cache settings. The tables measured on 2026-12-01 were taken before fingerprint
+format 2 (only what reaches the rendered prompt enters a key) and the planning of floating
+Messages requests where llama-server's own slot choice puts them; those change what the \`agent\`
+workload (Messages) routes, so its rows in particular are due for a rerun. Reproduce with
 
 \`\`\`
-node tests/bench/routing.mjs [--workload interleaved|docqa|replicas|restart|agent|long] [--preset tiny|bench] [--arch llama|qwen35] [--load N] [--write-doc] [--long-tokens N]
+node tests/bench/routing.mjs [--workload interleaved|docqa|messages|replicas|restart|agent|long] [--preset tiny|bench] [--arch llama|qwen35] [--load N] [--write-doc] [--long-tokens N]
 node tests/bench/routing.mjs --all
 \`\`\`
 
@@ -99,6 +102,12 @@ not. The machine is shared, so each table gives the load average seen during its
   tokens on these models) when the probe comes after the counting starts, as it did in two of
   three replays with one core busy on 2026-12-01 (565 = 523 + 42: 1.08x, the per-request counts
   were the bound's in all three).
+- **Messages workload** (\`messages\`): \`docqa\`'s requests sent over OpenAI chat completions and
+  over Anthropic Messages (\`/v1/messages\`, streamed; the document as \`system\`, the question as the
+  user message), to llama-server alone and through warmslot. llama-server drops \`id_slot\` from a
+  Messages body, so warmslot cannot pin those requests: it predicts llama-server's own slot choice
+  and prepares that slot. **Target**: through warmslot, Messages cost no more prompt tokens than
+  the same requests over chat completions, and no more than Messages straight to llama-server.
 - **Coding-agent workload** (\`agent\`): sessions of a coding agent sent to \`/v1/messages\` as
   such agents send them (system blocks with a per-request billing line, a tool list, a dated
   reminder and the question in the first user message, a long system-role agent list after it,

@@ -8,12 +8,14 @@ const sizes = {
   tiny: {
     interleaved: { docs: 4, docBytes: 8100, questions: 10, chats: 20 },
     docqa: { docs: 3, docBytes: 6000, questions: 10 },
+    messages: { docs: 3, docBytes: 6000, questions: 10 },
     replicas: { docs: 6, docBytes: 5000, questions: 5 },
     restart: { docs: 3, docBytes: 6000, questions: 2 },
   },
   bench: {
     interleaved: { docs: 4, docBytes: 2000, questions: 3, chats: 6 },
     docqa: { docs: 3, docBytes: 2000, questions: 4 },
+    messages: { docs: 3, docBytes: 2000, questions: 4 },
     replicas: { docs: 6, docBytes: 1500, questions: 3 },
     restart: { docs: 2, docBytes: 2000, questions: 2 },
   },
@@ -24,7 +26,7 @@ const sizes = {
 // the bench model (8 layers of 1,024) about 32 KB.
 const cacheRamLikeDefault = { tiny: 64, bench: 2048 };
 
-export const workloadNames = ['interleaved', 'docqa', 'replicas', 'restart'];
+export const workloadNames = ['interleaved', 'docqa', 'messages', 'replicas', 'restart'];
 // With the coding-agent workload and the long-document one, which have their own runners
 // (lib/agent.mjs, lib/long.mjs).
 export const allWorkloadNames = [...workloadNames, 'agent', 'long'];
@@ -92,6 +94,9 @@ export function buildWorkload(name, preset = 'tiny', { seed = 1, extraConfigs = 
     interleaved: `${s.docs} system prompts of about ${s.docBytes.toLocaleString('en-US')} bytes, ${s.questions} questions each, ` +
       `${s.chats} short unrelated chats at random positions; one llama-server with 2 slots`,
     docqa: `${s.docs} documents of about ${s.docBytes.toLocaleString('en-US')} bytes, ${s.questions} questions each; one llama-server with 2 slots`,
+    messages: `${s.docs} documents of about ${s.docBytes.toLocaleString('en-US')} bytes, ${s.questions} questions each, ` +
+      'the same requests over OpenAI chat completions and over Anthropic Messages (`/v1/messages`, which ' +
+      'llama-server cannot pin to a slot: warmslot predicts its choice); one llama-server with 2 slots',
     replicas: `${s.docs} documents of about ${s.docBytes.toLocaleString('en-US')} bytes, ${s.questions} questions each; two llama-server ` +
       'processes with 2 slots each (without warmslot: the client spreads requests round-robin over both)',
     restart: `${s.docs} documents of about ${s.docBytes.toLocaleString('en-US')} bytes warmed (through warmslot: ` +
@@ -111,6 +116,14 @@ export function configsFor(name, preset = 'tiny', extraConfigs = false) {
     return [
       { id: 'np2', label: 'llama-server -np 2 (default --cache-ram)', slots: 2, extra: [], warmslot: false },
       { id: 'ws', label: '**warmslot** + llama-server -np 2, slot files in --slot-save-path', slots: 2, extra: [], warmslot: true },
+    ];
+  }
+  if (name === 'messages') {
+    return [
+      { id: 'np2', label: 'llama-server -np 2 (default --cache-ram), chat completions', slots: 2, extra: [], warmslot: false },
+      { id: 'np2m', label: 'llama-server -np 2 (default --cache-ram), Messages', slots: 2, extra: [], warmslot: false, api: 'messages' },
+      { id: 'ws', label: '**warmslot** + llama-server -np 2, chat completions', slots: 2, extra: [], warmslot: true },
+      { id: 'wsm', label: '**warmslot** + llama-server -np 2, Messages', slots: 2, extra: [], warmslot: true, api: 'messages' },
     ];
   }
   const list = [

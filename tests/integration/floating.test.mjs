@@ -1,0 +1,75 @@
+// Anthropic Messages requests cannot be pinned: llama-server rebuilds the body from the fields it
+// knows and drops id_slot, so its own choice (get_available_slot: the idle slot sharing the most
+// of the prompt, else the least recently used one) decides where they run. warmslot prepares the
+// slot that choice will take, says which in X-Warmslot-Expected-Slot, and GET /slots shows where
+// each request really ran: every request asks for its own number of tokens, and the slot whose
+// last task has that n_predict ran it.
+//
+// The hybrid model without context checkpoints is the hard case: a slot holding the document and
+// an earlier question cannot roll back to the document, yet it shares more of the next question's
+// prompt than a slot holding exactly the document, so llama-server prefers it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { getJson, postJson, questionTokens, startLlama } from './lib/llama.mjs';
+import { waitFor } from './lib/procs.mjs';
+import { startWarmslot } from './lib/warmslot.mjs';
+import { makeDocument } from './lib/text.mjs';
+
+const settings = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_tokens: 1024\n';
+
+async function promptTokensTotal(llama) {
+  const text = await (await fetch(`${llama.url}/metrics`)).text();
+  return Number(text.match(/^llamacpp:prompt_tokens_total (\d+)/m)?.[1] ?? NaN);
+}
+
+// The slot whose last task asked for `n` tokens (-1: none, or several).
+async function ranOn(llama, n) {
+  const { body } = await getJson(`${llama.url}/slots`);
+  const found = body.filter((s) => s.params?.n_predict === n);
+  return found.length === 1 ? found[0].id : -1;
+}
+
+test('qwen35 -np 2 without checkpoints: Messages requests run on the slot warmslot prepared', { timeout: 400000 }, async () => {
+  const llama = await startLlama({ arch: 'qwen35', slots: 2, ctx: 16384, extra: ['--ctx-checkpoints', '0'] });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+  try {
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    const doc = makeDocument(2701, 6000);
+    let asked = 2;  // warmslot primes with n_predict 1: every request here asks for more
+    const ask = async (question) => {
+      const n = ++asked;
+      const r = await postJson(`${ws.url}/v1/messages`, { model: 'tiny', max_tokens: n, temperature: 0,
+        system: [{ type: 'text', text: doc }], messages: [{ role: 'user', content: question }] });
+      assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
+      const expected = r.headers.get('x-warmslot-expected-slot');
+      assert.ok(expected !== null, `no X-Warmslot-Expected-Slot for "${question}"`);
+      return { question, n, expected: Number(expected), disk: r.headers.get('x-warmslot-disk') ?? '' };
+    };
+    const where = async (a) => ({ ...a, ran: await ranOn(llama, a.n) });
+
+    // Two questions on the document at once.
+    const pair = await Promise.all([ask('Question one: what is on the first line?'),
+      ask('Question two: which word comes last?')]);
+    for (const a of await Promise.all(pair.map(where))) {
+      assert.equal(a.ran, a.expected, `"${a.question}" ran on slot ${a.ran}, prepared on ${a.expected} (${a.disk})`);
+    }
+    // Three more one after another. The first finds a slot holding the document and an earlier
+    // question: warmslot keeps it for llama-server's rollback (it has not seen one fail here), and
+    // without a checkpoint the whole prompt is recomputed, which teaches warmslot that restoring
+    // the document's file is cheaper. From then on each computes its question only.
+    const later = ['Question three: how many lines are there?', 'Question four: name a river.',
+      'Question five: is there a lantern?'];
+    for (const [i, q] of later.entries()) {
+      const before = await promptTokensTotal(llama);
+      const a = await where(await ask(q));
+      const computed = (await promptTokensTotal(llama)) - before;
+      assert.equal(a.ran, a.expected, `"${q}" ran on slot ${a.ran}, prepared on ${a.expected} (${a.disk})`);
+      const bound = (await questionTokens(llama.url, q)) + 64;
+      if (i === 0) continue;
+      assert.ok(computed <= bound, `"${q}": llama-server computed ${computed} tokens, bound ${bound} (${a.disk})`);
+    }
+  } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});
