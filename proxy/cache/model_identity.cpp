@@ -22,7 +22,7 @@ constexpr std::size_t sample_bytes = 4096;
 
 // Reads the file front to back, hashing every byte it reads.
 class hashing_reader {
-public:
+  public:
     hashing_reader(std::ifstream& in, XXH3_state_t* h) : in_(in), h_(h) {}
     bool bytes(void* out, std::size_t n) {
         if (!in_.read(static_cast<char*>(out), static_cast<std::streamsize>(n))) return false;
@@ -52,7 +52,7 @@ public:
     }
     std::uint64_t pos() const { return pos_; }
 
-private:
+  private:
     std::ifstream& in_;
     XXH3_state_t* h_;
     std::uint64_t pos_ = 0;
@@ -129,7 +129,7 @@ std::optional<std::string> model_content_id(const std::filesystem::path& file) {
     std::ifstream in(file, std::ios::binary);
     if (!in) return std::nullopt;
     const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> h(XXH3_createState(),
-                                                                    &XXH3_freeState);
+                                                                     &XXH3_freeState);
     if (!h || XXH3_128bits_reset(h.get()) != XXH_OK) return std::nullopt;
     hashing_reader r(in, h.get());
     const auto data = read_front(r, size);

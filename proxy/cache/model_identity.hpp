@@ -30,10 +30,10 @@ std::optional<std::string> model_content_id(const std::filesystem::path& file);
 // time (a file changed in place is read again). Thread-safe; bounded (a few entries per model
 // file ever loaded: the oldest are forgotten past max_entries).
 class model_ids {
-public:
+  public:
     std::optional<std::string> get(const std::filesystem::path& file);
 
-private:
+  private:
     static constexpr std::size_t max_entries = 256;
     struct entry {
         std::uintmax_t size = 0;

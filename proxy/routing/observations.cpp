@@ -183,11 +183,11 @@ std::string kv_env(const std::function<std::optional<std::string>(const std::str
     // common/arg.cpp of the pinned llama.cpp: set_env() of the flags kv_flags lists (adapters,
     // control vectors and --override-kv have no environment form).
     constexpr std::array<std::string_view, 15> names{
-        "LLAMA_ARG_ROPE_SCALING_TYPE", "LLAMA_ARG_ROPE_SCALE",      "LLAMA_ARG_ROPE_FREQ_BASE",
-        "LLAMA_ARG_ROPE_FREQ_SCALE",   "LLAMA_ARG_YARN_ORIG_CTX",   "LLAMA_ARG_YARN_EXT_FACTOR",
-        "LLAMA_ARG_YARN_ATTN_FACTOR",  "LLAMA_ARG_YARN_BETA_SLOW",  "LLAMA_ARG_YARN_BETA_FAST",
-        "LLAMA_ARG_CACHE_TYPE_K",      "LLAMA_ARG_CACHE_TYPE_V",    "LLAMA_ARG_FLASH_ATTN",
-        "LLAMA_ARG_SWA_FULL",          "LLAMA_ARG_KV_UNIFIED",      "LLAMA_ARG_KV_UNIFIED_PER_SLOT"};
+        "LLAMA_ARG_ROPE_SCALING_TYPE", "LLAMA_ARG_ROPE_SCALE",     "LLAMA_ARG_ROPE_FREQ_BASE",
+        "LLAMA_ARG_ROPE_FREQ_SCALE",   "LLAMA_ARG_YARN_ORIG_CTX",  "LLAMA_ARG_YARN_EXT_FACTOR",
+        "LLAMA_ARG_YARN_ATTN_FACTOR",  "LLAMA_ARG_YARN_BETA_SLOW", "LLAMA_ARG_YARN_BETA_FAST",
+        "LLAMA_ARG_CACHE_TYPE_K",      "LLAMA_ARG_CACHE_TYPE_V",   "LLAMA_ARG_FLASH_ATTN",
+        "LLAMA_ARG_SWA_FULL",          "LLAMA_ARG_KV_UNIFIED",     "LLAMA_ARG_KV_UNIFIED_PER_SLOT"};
     std::string out;
     for (const auto name : names) {
         const auto value = lookup(std::string(name));
@@ -203,9 +203,8 @@ std::string identity_of(const backend_info& info, const std::string& stamp,
                                std::to_string(info.n_ctx_per_slot);
     // The model's content identity stands for the model wherever its file lies (identity format
     // 2): two hosts or replicas with the same model and settings have the same keys.
-    std::string id = stamp.starts_with("gguf:")
-                         ? "2|" + stamp + "|" + layout
-                         : info.model_path + "|" + layout + "|" + stamp;
+    std::string id = stamp.starts_with("gguf:") ? "2|" + stamp + "|" + layout
+                                                : info.model_path + "|" + layout + "|" + stamp;
     // Fields added later go after the original ones only when present, so a backend without
     // adapters, flags or a model type keeps the keys (and files) it had.
     // Without the file's stamp (llama-server on another host), the model's type and shape tell

@@ -58,7 +58,7 @@ struct observed_slot {
     int id = 0;
     bool processing = false;
     std::optional<std::uint64_t> n_prompt_tokens; // absent for a slot that never ran a task
-    std::optional<std::int64_t> task;              // id of its last task (absent: never ran one)
+    std::optional<std::int64_t> task;             // id of its last task (absent: never ran one)
 };
 
 // Prometheus-style counters.

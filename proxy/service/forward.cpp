@@ -280,8 +280,8 @@ awaitable<void> pipeline::clear_adapter_kv(upstream::pool& pool, const config::c
         if (!other) break;
         bool erased = false;
         if (reg_.take_adapter(backend, *other->p.slot)) {
-            erased = co_await upstream::erase_slot(pool, b, *other->p.slot,
-                                                   cfg.cache.slot_call_timeout);
+            erased =
+                co_await upstream::erase_slot(pool, b, *other->p.slot, cfg.cache.slot_call_timeout);
         }
         if (erased) reg_.set_held(*other, {}, 0);
         reg_.release(*other);
@@ -385,7 +385,8 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
 // The planned backend first (pinned if planned so), then the others unpinned. Returns
 // sent_done when an answer was relayed; the planned backend's index when it showed a sign of
 // a restart (`may_recheck`: a dead pooled connection under a request planned on a slot, pinned
-// or floating, also one the disk tier's calls met, or a refused connect) and nothing was sent; sent_failed when no backend could be reached.
+// or floating, also one the disk tier's calls met, or a refused connect) and nothing was sent;
+// sent_failed when no backend could be reached.
 awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_state& st,
                               routing::ticket& t, const prompt_view& view,
                               const nlohmann::json* body, std::int64_t waited_ms,

@@ -237,8 +237,8 @@ awaitable<bool> monitor::look(std::size_t i) {
     // the task numbers beginning again tell it, and nothing it held before is left.
     const auto task = routing::latest_task(*slots);
     if (routing::task_counter_went_back(st.last_task, task)) {
-        log()->warn("backend {} restarted (its task numbers began again): its slots are assumed "
-                    "empty", b.name);
+        log()->warn("backend {} restarted (its task numbers began again): slots assumed empty",
+                    b.name);
         reg_.forget_all(idx);
     }
     st.last_task = task;
@@ -327,6 +327,9 @@ awaitable<std::optional<bool>> monitor::probe_stable_slots(config::backend b, st
     auto after = co_await read_slots(b);
     bool stable = false;
     if (after) {
+        // The probe's own tasks: a later process numbers its tasks from 0 again.
+        auto& last = state_[i]->last_task;
+        last = std::max(last, routing::latest_task(*after));
         const auto it = find(*after, first);
         stable = it != after->end() && it->n_prompt_tokens.value_or(0) > 0;
     }

@@ -10,12 +10,11 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/thread_pool.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/thread_pool.hpp>
 
 #include "cache/model_identity.hpp"
 #include "config/config.hpp"
@@ -73,8 +72,8 @@ private:
     routing::registry& reg_;
     net::any_io_executor ex_;
     upstream::pool pool_;
-    cache::model_ids model_ids_;        // used on hasher_ only
-    net::thread_pool hasher_{1};        // reads model files (blocking) off the I/O threads
+    cache::model_ids model_ids_;  // used on hasher_ only
+    net::thread_pool hasher_{1};  // reads model files (blocking) off the I/O threads
     std::atomic<bool> stopping_{false};
     std::vector<std::unique_ptr<watch_state>> state_;  // by backend index
 };

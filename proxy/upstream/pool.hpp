@@ -58,7 +58,7 @@ public:
     // that it should check the backend.
     std::uint64_t stale_count(const std::string& host, std::uint16_t port) const;
 
-private:
+  private:
     net::any_io_executor ex_;
     std::size_t max_idle_;
     idle_timers timers_;

@@ -168,7 +168,9 @@ test('a restart is noticed by a Messages request and by the disk tier\'s calls: 
 
 test('a restart with the same identity forgets the slots even when a slot holds as many tokens again', { timeout: 300000 }, async () => {
   let llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
-  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: diskSettings });
+  // No polling: warmslot sees the new process only through the next request's check.
+  const settings = 'routing:\n  reconcile_interval: 1h\ncache:\n  min_prefix_tokens: 1024\n';
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
   try {
     const doc = makeDocument(950, 5000);
     const body = chat(doc, 'Q1?', { max_tokens: 1 });

@@ -30,12 +30,17 @@ int run(int argc, char** argv) {
     uint64_t seed = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
-        if (a == "--model") model = v;
-        else if (a == "--seed") seed = std::stoull(v);
-        else if (a == "--out") out = v;
-        else throw std::runtime_error("unknown option " + a);
+        if (a == "--model")
+            model = v;
+        else if (a == "--seed")
+            seed = std::stoull(v);
+        else if (a == "--out")
+            out = v;
+        else
+            throw std::runtime_error("unknown option " + a);
     }
-    if (model.empty() || out.empty()) throw std::runtime_error("usage: gen-lora --model M --seed N --out FILE");
+    if (model.empty() || out.empty())
+        throw std::runtime_error("usage: gen-lora --model M --seed N --out FILE");
     ggml_context* meta = nullptr;
     gguf_init_params params{true, &meta};
     gguf_context* src = gguf_init_from_file(model.c_str(), params);
@@ -83,7 +88,8 @@ int run(int argc, char** argv) {
     ggml_free(data);
     ggml_free(meta);
     if (!ok) throw std::runtime_error("cannot write " + tmp);
-    if (std::rename(tmp.c_str(), out.c_str()) != 0) throw std::runtime_error("cannot rename to " + out);
+    if (std::rename(tmp.c_str(), out.c_str()) != 0)
+        throw std::runtime_error("cannot rename to " + out);
     return 0;
 }
 

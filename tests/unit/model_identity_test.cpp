@@ -1,5 +1,7 @@
 // The model identity from a GGUF file's content: the same model at another path or time has the
 // same identity, another model (metadata, tensor table or weights) another one.
+#include "cache/model_identity.hpp"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -9,8 +11,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include "cache/model_identity.hpp"
 
 using namespace warmslot::cache;
 namespace fs = std::filesystem;
@@ -61,8 +61,8 @@ std::vector<unsigned char> model(const std::string& arch, std::size_t n, float f
 }
 
 fs::path write(const fs::path& p, const std::vector<unsigned char>& b) {
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()),
-                                             static_cast<std::streamsize>(b.size()));
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
     return p;
 }
 
@@ -97,14 +97,15 @@ TEST_CASE("model_content_id: the same content anywhere is the same model") {
     auto not_gguf = bytes;
     not_gguf[0] = 'X';
     CHECK_FALSE(model_content_id(write(dir / "x.gguf", not_gguf)));
-    CHECK_FALSE(model_content_id(write(dir / "cut.gguf", std::vector<unsigned char>(bytes.begin(), bytes.begin() + 150))));
+    CHECK_FALSE(model_content_id(
+        write(dir / "cut.gguf", std::vector<unsigned char>(bytes.begin(), bytes.begin() + 150))));
     CHECK_FALSE(model_content_id(dir / "missing.gguf"));
     fs::remove_all(dir);
 }
 
 TEST_CASE("model_ids: computed once per path, size and time; read again when the file changes") {
-    const fs::path dir =
-        fs::temp_directory_path() / ("warmslot-model-ids-" + std::to_string(std::random_device{}()));
+    const fs::path dir = fs::temp_directory_path() /
+                         ("warmslot-model-ids-" + std::to_string(std::random_device{}()));
     fs::create_directories(dir);
     const auto p = write(dir / "m.gguf", model("llama", 1000, 1.0f));
     const auto time = fs::last_write_time(p);

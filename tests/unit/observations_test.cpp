@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 namespace routing = warmslot::routing;
@@ -144,8 +143,9 @@ TEST_CASE("kv_env: the KV-changing variables of a backend's environment, with th
         if (it == env.end()) return std::nullopt;
         return it->second;
     };
-    CHECK(routing::kv_env(lookup) ==
-          "LLAMA_ARG_ROPE_FREQ_SCALE=0.25 LLAMA_ARG_YARN_EXT_FACTOR=0.5 LLAMA_ARG_CACHE_TYPE_K=q8_0");
+    CHECK(
+        routing::kv_env(lookup) ==
+        "LLAMA_ARG_ROPE_FREQ_SCALE=0.25 LLAMA_ARG_YARN_EXT_FACTOR=0.5 LLAMA_ARG_CACHE_TYPE_K=q8_0");
     CHECK(routing::kv_env([](const std::string&) { return std::nullopt; }).empty());
 }
 
