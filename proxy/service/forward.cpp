@@ -385,8 +385,8 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
 // The planned backend first (pinned if planned so), then the others unpinned. Returns
 // sent_done when an answer was relayed; the planned backend's index when it showed a sign of
 // a restart (`may_recheck`: a dead pooled connection under a request planned on a slot, pinned
-// or floating, also one the disk tier's calls met, or a refused connect) and nothing was sent;
-// sent_failed when no backend could be reached.
+// or floating, or a refused connect) and nothing was sent; sent_failed when no backend could be
+// reached. One the disk tier's calls met is checked in place.
 awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_state& st,
                               routing::ticket& t, const prompt_view& view,
                               const nlohmann::json* body, std::int64_t waited_ms,
@@ -424,9 +424,10 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
         }
         // The disk tier's calls met a closed pooled connection and went on over a new one: the
-        // backend may have restarted under the plan, which is checked before anything is sent.
+        // backend may have restarted. What they did to this slot was done on the backend as it
+        // is now, so the request goes on; the check corrects the other beliefs first.
         if (slot && may_recheck && pool.stale_count(b.host, b.port) != stale_before) {
-            co_return static_cast<int>(i);
+            co_await await_checks(cfg, static_cast<int>(i), st, out, "restart check");
         }
         const bool pin = slot && takes_id_slot(shape);
         if (slot && !pin) reg_.mark_floating(t);
