@@ -132,13 +132,14 @@ async function computedBy(llama, send) {
   return { r, computed: await promptTokensTotal(llama.url) - (Number.isNaN(before) ? 0 : before) };
 }
 
-test('a restart is noticed by a Messages request and by the disk tier\'s calls: known documents are restored, not recomputed', { timeout: 400000 }, async () => {
+// No polling: only the requests' own signs of a restart make warmslot check the backend.
+const unpolled = 'routing:\n  reconcile_interval: 1h\ncache:\n  min_prefix_tokens: 1024\n';
+const messages = (system, q) => ({ model: 'tiny', max_tokens: 4, system, messages: [{ role: 'user', content: q }] });
+
+test('a restart is noticed by a Messages request: its document is restored, not recomputed', { timeout: 300000 }, async () => {
   let llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
-  // No polling: only the requests' own signs of a restart make warmslot check the backend.
-  const settings = 'routing:\n  reconcile_interval: 1h\ncache:\n  min_prefix_tokens: 1024\n';
-  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: unpolled });
   const c = client(ws);
-  const messages = (system, q) => ({ model: 'tiny', max_tokens: 4, system, messages: [{ role: 'user', content: q }] });
   try {
     const docA = makeDocument(940, 6000);
     const first = await c.post('/v1/messages', messages(docA, 'Q1?'));
@@ -149,13 +150,28 @@ test('a restart is noticed by a Messages request and by the disk tier\'s calls: 
     const after = await computedBy(llama, () => c.post('/v1/messages', messages(docA, 'Q2?')));
     assert.match(after.r.headers['x-warmslot-disk'] ?? '', /^restored \d+ tokens$/, JSON.stringify(after.r.headers));
     assert.ok(after.computed <= bound, `Messages after a restart computed ${after.computed} (bound ${bound})`);
+  } finally {
+    c.close();
+    await ws.stop();
+    await llama.stop();
+  }
+});
 
-    // Again, and the first request after it is a new document: its snapshot's calls meet the
-    // closed connections and go on over new ones; the restart must still be noticed.
+test('a restart is noticed when the disk tier\'s calls met the closed connections first: known documents are restored', { timeout: 300000 }, async () => {
+  let llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: unpolled });
+  const c = client(ws);
+  try {
+    const docA = makeDocument(942, 6000);
+    const first = await c.post('/v1/chat/completions', chat(docA, 'Q1?'));
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.match(first.headers['x-warmslot-disk'] ?? '', /^snapshot \d+ tokens$/);
     llama = await restartLlama(llama);
-    const docB = makeDocument(941, 3000);
-    const b = await c.post('/v1/chat/completions', chat(docB, 'QB?'));
+    // A new document first: its snapshot's calls meet the closed connections and go on over
+    // new ones (upstream::call), so the request itself finds a working connection.
+    const b = await c.post('/v1/chat/completions', chat(makeDocument(943, 3000), 'QB?'));
     assert.equal(b.status, 200, JSON.stringify(b.body));
+    assert.match(b.headers['x-warmslot-disk'] ?? '', /^snapshot \d+ tokens$/);
     const last = await computedBy(llama, () => c.post('/v1/chat/completions', chat(docA, 'Q3?')));
     assert.match(last.r.headers['x-warmslot-disk'] ?? '', /^restored \d+ tokens$/, JSON.stringify(last.r.headers));
     assert.ok(last.computed <= await questionTokens(llama.url, 'Q3?') + 64, `computed ${last.computed}`);
