@@ -30,6 +30,7 @@ fi
 
 bash tests/llama/llama-server.sh >/dev/null
 for arch in llama qwen35 gemma2; do bash tests/models/models.sh "$arch" >/dev/null; done
+for arch in llama qwen35; do bash tests/models/lora.sh "$arch" >/dev/null; done  # test adapters
 # puppeteer-core drives the Debian Chromium: nothing is downloaded beside the npm packages.
 (cd tests/integration && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 

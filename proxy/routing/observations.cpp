@@ -65,14 +65,26 @@ std::optional<std::vector<observed_slot>> read_slots(const json& slots) {
         const auto id = field<std::int64_t>(s, "id", -1);
         const auto processing = field<bool>(s, "is_processing", false);
         const auto tokens = field<std::int64_t>(s, "n_prompt_tokens", -1);
-        if (!id || !processing || !tokens || *id < 0 || *id > 4096) return std::nullopt;
+        const auto task = field<std::int64_t>(s, "id_task", -1);
+        if (!id || !processing || !tokens || !task || *id < 0 || *id > 4096) return std::nullopt;
         observed_slot o;
         o.id = static_cast<int>(*id);
         o.processing = *processing;
         if (*tokens >= 0) o.n_prompt_tokens = static_cast<std::uint64_t>(*tokens);
+        if (*task >= 0) o.task = *task;
         out.push_back(o);
     }
     return out;
+}
+
+std::int64_t latest_task(const std::vector<observed_slot>& slots) {
+    std::int64_t latest = -1;
+    for (const auto& s : slots) latest = std::max(latest, s.task.value_or(-1));
+    return latest;
+}
+
+bool task_counter_went_back(std::int64_t before, std::int64_t now) {
+    return before >= 0 && now < before;
 }
 
 std::optional<std::string> read_lora(const json& adapters) {
@@ -167,11 +179,32 @@ std::string kv_flags(const std::vector<std::string>& argv) {
     return out;
 }
 
+std::string kv_env(const std::function<std::optional<std::string>(const std::string&)>& lookup) {
+    // common/arg.cpp of the pinned llama.cpp: set_env() of the flags kv_flags lists (adapters,
+    // control vectors and --override-kv have no environment form).
+    constexpr std::array<std::string_view, 15> names{
+        "LLAMA_ARG_ROPE_SCALING_TYPE", "LLAMA_ARG_ROPE_SCALE",     "LLAMA_ARG_ROPE_FREQ_BASE",
+        "LLAMA_ARG_ROPE_FREQ_SCALE",   "LLAMA_ARG_YARN_ORIG_CTX",  "LLAMA_ARG_YARN_EXT_FACTOR",
+        "LLAMA_ARG_YARN_ATTN_FACTOR",  "LLAMA_ARG_YARN_BETA_SLOW", "LLAMA_ARG_YARN_BETA_FAST",
+        "LLAMA_ARG_CACHE_TYPE_K",      "LLAMA_ARG_CACHE_TYPE_V",   "LLAMA_ARG_FLASH_ATTN",
+        "LLAMA_ARG_SWA_FULL",          "LLAMA_ARG_KV_UNIFIED",     "LLAMA_ARG_KV_UNIFIED_PER_SLOT"};
+    std::string out;
+    for (const auto name : names) {
+        const auto value = lookup(std::string(name));
+        if (!value) continue;
+        (out += out.empty() ? "" : " ").append(name).append("=").append(*value);
+    }
+    return out;
+}
+
 std::string identity_of(const backend_info& info, const std::string& stamp,
-                        const std::string& flags) {
-    std::string id = info.model_path + "|" + info.build_info + "|" +
-                     std::to_string(info.total_slots) + "|" + std::to_string(info.n_ctx_per_slot) +
-                     "|" + stamp;
+                        const std::string& flags, const std::string& env) {
+    const std::string layout = info.build_info + "|" + std::to_string(info.total_slots) + "|" +
+                               std::to_string(info.n_ctx_per_slot);
+    // The model's content identity stands for the model wherever its file lies (identity format
+    // 2): two hosts or replicas with the same model and settings have the same keys.
+    std::string id = stamp.starts_with("gguf:") ? "2|" + stamp + "|" + layout
+                                                : info.model_path + "|" + layout + "|" + stamp;
     // Fields added later go after the original ones only when present, so a backend without
     // adapters, flags or a model type keeps the keys (and files) it had.
     // Without the file's stamp (llama-server on another host), the model's type and shape tell
@@ -180,6 +213,7 @@ std::string identity_of(const backend_info& info, const std::string& stamp,
     if (stamp == "?" && !info.model_meta.empty()) id += "|meta=" + info.model_meta;
     if (!info.lora.empty()) id += "|lora=" + info.lora;
     if (!flags.empty()) id += "|flags=" + flags;
+    if (!env.empty()) id += "|env=" + env;
     return id;
 }
 

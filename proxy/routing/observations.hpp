@@ -6,6 +6,7 @@
 // is merely absent takes its default, as llama-server leaves out what it does not know.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -26,6 +27,13 @@ std::optional<props_reading> read_props(const nlohmann::json& props);
 // GET /slots: one entry per slot. std::nullopt: not an array, or an entry of the wrong shape.
 std::optional<std::vector<observed_slot>> read_slots(const nlohmann::json& slots);
 
+// llama-server numbers its tasks from 0 in each process, and a slot shows the id of the last
+// task it ran: the highest id over the slots (-1: none ran one) never goes down while the
+// process lives. A lower one than before, or none after some, is a new process (a restart),
+// even when nothing else about the backend changed.
+std::int64_t latest_task(const std::vector<observed_slot>& slots);
+bool task_counter_went_back(std::int64_t before, std::int64_t now);
+
 // GET /lora-adapters: the loaded adapters with their global scales, as one canonical string
 // ("path@scale;..." in id order; "" without adapters). std::nullopt: an unexpected shape.
 std::optional<std::string> read_lora(const nlohmann::json& adapters);
@@ -44,10 +52,18 @@ models_reading read_models(const nlohmann::json& models);
 // show them).
 std::string kv_flags(const std::vector<std::string>& argv);
 
-// Everything a slot file must match to load into this backend and mean the same thing: model
-// file (path, and its size@mtime `stamp` when warmslot can see it), build, slots, context per
-// slot, model type and shape, adapters and their scales, KV-changing flags.
+// The environment forms of kv_flags' flags (LLAMA_ARG_ROPE_*, LLAMA_ARG_YARN_*, cache types,
+// flash attention, SWA, unified KV) that are set, as "NAME=value" in a fixed order; "" when
+// none is. llama-server reads them like the flags, and its loader never checks them against a
+// slot file. `lookup` gives a variable's value as the process sees it (std::nullopt: unset).
+std::string kv_env(const std::function<std::optional<std::string>(const std::string&)>& lookup);
+
+// Everything a slot file must match to load into this backend and mean the same thing: the
+// model (its content identity `stamp` "gguf:..." when warmslot can read the file,
+// cache/model_identity.hpp; else its path with the file's size@mtime `stamp`, or with "?" and
+// the model's type and shape when the file is out of sight), build, slots, context per slot,
+// adapters and their scales, KV-changing flags and environment.
 std::string identity_of(const backend_info& info, const std::string& stamp,
-                        const std::string& flags);
+                        const std::string& flags, const std::string& env = "");
 
 }  // namespace warmslot::routing

@@ -12,7 +12,9 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/timings.hpp"
@@ -56,6 +58,7 @@ struct observed_slot {
     int id = 0;
     bool processing = false;
     std::optional<std::uint64_t> n_prompt_tokens; // absent for a slot that never ran a task
+    std::optional<std::int64_t> task;             // id of its last task (absent: never ran one)
 };
 
 // Prometheus-style counters.
@@ -153,6 +156,16 @@ public:
     // believed to hold (cancel forgets it).
     void release(const ticket& t);
 
+    // Slots whose KV a request with its own adapters (`lora`) may have computed
+    // (routing/registry_adapters.cpp): llama-server clears a slot's cache only for a task that
+    // names adapters, so a task without them, or warmslot's priming, would reuse that KV as the
+    // base model's. `slot` std::nullopt: any slot of the backend (llama-server chose it).
+    void mark_adapter(int backend, std::optional<int> slot);
+    // Whether `slot` was marked; unmarks it (the caller erases it).
+    bool take_adapter(int backend, int slot);
+    // Reserves a marked slot that is idle, to erase it; std::nullopt: none is both.
+    std::optional<ticket> reserve_marked_idle(int backend);
+
     std::vector<backend_view> snapshot() const;
     counters totals() const;
     std::optional<backend_info> info(int backend) const;
@@ -212,6 +225,7 @@ private:
     mutable std::vector<backend_view> views_;   // the planner's working copy of the views (under mu_)
     counters counters_;
     std::uint64_t next_ticket_ = 1;
+    std::set<std::pair<int, int>> adapter_kv_;  // (backend, slot): see mark_adapter
 };
 
 }  // namespace warmslot::routing

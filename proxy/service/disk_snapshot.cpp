@@ -98,6 +98,16 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         log()->debug("prefix {} is not a token prefix of its request: no snapshot", p.key);
         co_return a;
     }
+    // KV a request with its own adapters left would be reused as the base model's: erased.
+    if (reg_.take_adapter(t.p.backend, *t.p.slot)) {
+        const bool erased =
+            co_await upstream::erase_slot(pool, b, *t.p.slot, cfg->cache.slot_call_timeout);
+        if (!erased) {
+            reg_.mark_adapter(t.p.backend, *t.p.slot);
+            co_return a;
+        }
+        reg_.set_held(t, {}, 0);
+    }
     // The slot now gets exactly the prefix: what the request would compute first anyway.
     json prime = {{"prompt", *tokens}, {"n_predict", 1}, {"id_slot", *t.p.slot},
                   {"cache_prompt", true}, {"temperature", 0}};

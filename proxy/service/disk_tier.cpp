@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "api/prefix_cut.hpp"
+#include "cache/slot_file.hpp"
 #include "upstream/llama_client.hpp"
 
 namespace warmslot::service {
@@ -26,6 +27,27 @@ constexpr std::size_t max_counted_prefixes = 65536;  // uses_ entries (snapshot_
 json parse_ok(const upstream::reply& r) {
     if (r.ec || r.status != 200) return json();
     return json::parse(r.body, nullptr, false);
+}
+
+// Whether a failed restore drops its file, and why (`what`). llama-server's answer is the same
+// for a damaged file and a full KV cache: the file itself tells them apart (cache/slot_file).
+awaitable<bool> drop_after_failure(net::any_io_executor index_ex, cache::index* idx,
+                                   const cache::snapshot& s, const upstream::reply& r,
+                                   const char*& what) {
+    const cache::slot_call_result result{static_cast<bool>(r.ec), r.status, r.body};
+    if (cache::judge_restore_failure(result) == cache::restore_failure::keep_file) co_return false;
+    auto state = cache::file_state::intact;
+    if (idx) {
+        state = co_await on_index(index_ex, [path = idx->slot_dir() / s.file, bytes = s.bytes] {
+            return cache::check_slot_file(path, bytes);
+        });
+    }
+    if (cache::judge_restore_failure(result, state) == cache::restore_failure::drop_file) {
+        what = "llama-server cannot use the file, dropped";
+        co_return true;
+    }
+    what = "the file is intact (no free cells in the KV cache), kept";
+    co_return false;
 }
 
 }  // namespace
@@ -214,11 +236,10 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
         // a restore that timed out may still run): believed empty.
         reg_.set_held(t, {}, 0);
         a.what = disk_action::kind::restore_failed;
-        const cache::slot_call_result result{static_cast<bool>(r.ec), r.status, r.body};
-        a.file_dropped = cache::judge_restore_failure(result) == cache::restore_failure::drop_file;
+        const char* what = "file kept";
+        a.file_dropped = co_await drop_after_failure(index_ex_, idx, s, r, what);
         log()->warn("restoring {} into {} slot {} failed ({}): {}, recomputing", s.file, b.name,
-                    *t.p.slot, r.ec ? r.ec.message() : std::to_string(r.status),
-                    a.file_dropped ? "llama-server cannot use the file, dropped" : "file kept");
+                    *t.p.slot, r.ec ? r.ec.message() : std::to_string(r.status), what);
         if (a.file_dropped) {
             co_await on_index(index_ex_, [idx, key = p.key] { idx->drop(key); return true; });
         }

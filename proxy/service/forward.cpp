@@ -22,6 +22,7 @@
 #include "service/pipeline.hpp"
 #include "service/relay.hpp"
 #include "service/wakeup.hpp"
+#include "upstream/llama_client.hpp"
 
 namespace warmslot::service {
 
@@ -260,6 +261,34 @@ awaitable<void> pipeline::await_checks(const config::config& cfg, int backend, f
                               done ? "" : " (gave up)");
 }
 
+// A request without its own adapters on a slot where one with them ran would reuse KV the base
+// model never computed (llama-server clears a slot only for a task that names adapters), and
+// warmslot would then save it as the base model's: such a slot is erased first. A pinned
+// request needs only its slot; a floating one may land on any such idle slot.
+awaitable<void> pipeline::clear_adapter_kv(upstream::pool& pool, const config::config& cfg,
+                                           int backend, routing::ticket& t, bool floating) {
+    const auto& b = cfg.backends[static_cast<std::size_t>(backend)];
+    if (reg_.take_adapter(backend, *t.p.slot)) {
+        if (co_await upstream::erase_slot(pool, b, *t.p.slot, cfg.cache.slot_call_timeout)) {
+            reg_.set_held(t, {}, 0);
+        } else {
+            reg_.mark_adapter(backend, *t.p.slot);  // tried again by the next one
+        }
+    }
+    for (int n = 0; floating && n < 4096; ++n) {
+        auto other = reg_.reserve_marked_idle(backend);
+        if (!other) break;
+        bool erased = false;
+        if (reg_.take_adapter(backend, *other->p.slot)) {
+            erased =
+                co_await upstream::erase_slot(pool, b, *other->p.slot, cfg.cache.slot_call_timeout);
+        }
+        if (erased) reg_.set_held(*other, {}, 0);
+        reg_.release(*other);
+        if (!erased) break;
+    }
+}
+
 awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                                   const nlohmann::json* body) {
     const auto& cfg = *out.cfg;
@@ -367,8 +396,9 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
 
 // The planned backend first (pinned if planned so), then the others unpinned. Returns
 // sent_done when an answer was relayed; the planned backend's index when it showed a sign of
-// a restart (`may_recheck`: a dead pooled connection under a pinned request, or a refused
-// connect) and nothing was sent; sent_failed when no backend could be reached.
+// a restart (`may_recheck`: a dead pooled connection under a request planned on a slot, pinned
+// or floating, or a refused connect) and nothing was sent; sent_failed when no backend could be
+// reached. One the disk tier's calls met is checked in place.
 awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_state& st,
                               routing::ticket& t, const prompt_view& view,
                               const nlohmann::json* body, std::int64_t waited_ms,
@@ -398,9 +428,19 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         }
         if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
         const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
+        const auto stale_before = pool.stale_count(b.host, b.port);
+        if (slot && !lora && cfg.routing.enabled) {
+            co_await clear_adapter_kv(pool, cfg, static_cast<int>(i), t, !takes_id_slot(shape));
+        }
         if (slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp)) {
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
             if (!takes_id_slot(shape)) co_await disk_->clear_rivals(pool, t, *fp);
+        }
+        // The disk tier's calls met a closed pooled connection and went on over a new one: the
+        // backend may have restarted. What they did to this slot was done on the backend as it
+        // is now, so the request goes on; the check corrects the other beliefs first.
+        if (slot && may_recheck && pool.stale_count(b.host, b.port) != stale_before) {
+            co_await await_checks(cfg, static_cast<int>(i), st, out, "restart check");
         }
         const bool pin = slot && takes_id_slot(shape);
         if (slot && !pin) reg_.mark_floating(t);
@@ -419,6 +459,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         out.route = extra[1].second;
         out.slot = pin ? slot : std::nullopt;
         const unpinned_lease unpinned(reg_, static_cast<int>(i), !planned && takes_slot);
+        if (lora && takes_slot) reg_.mark_adapter(static_cast<int>(i), pin ? slot : std::nullopt);
         bool connect_failed = false;
         for (int tries = 0; tries < 2 && !st.client_gone; ++tries) {
             // The retry after a stale pooled connection goes on a new one.
@@ -450,8 +491,9 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                 co_return sent_done;
             }
             if (result == attempt::backend_failed) break;
-            // A dead pooled connection: the backend closed it, maybe because it restarted.
-            if (planned && pin && may_recheck) co_return static_cast<int>(i);
+            // A dead pooled connection: the backend closed it, maybe because it restarted. A
+            // floating request (Messages) was planned on the same beliefs as a pinned one.
+            if (planned && slot && may_recheck) co_return static_cast<int>(i);
         }
         if (planned && !st.client_gone) {
             if (connect_failed && may_recheck) co_return static_cast<int>(i);

@@ -5,6 +5,7 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "routing/observations.hpp"
@@ -32,8 +33,8 @@ std::string base_name(const std::string& path) {
     return name;
 }
 
-// Size and modification time of the model file when warmslot can see it (same host), so a
-// model replaced under the same name gets new snapshot keys. Read at every check.
+// Size and modification time of the model file when warmslot can see it but not read it as
+// GGUF, so a model replaced under the same name gets new snapshot keys. Read at every check.
 std::string model_file_stamp(const std::string& path) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
@@ -41,6 +42,20 @@ std::string model_file_stamp(const std::string& path) {
     const auto time = std::filesystem::last_write_time(path, ec);
     if (ec) return std::to_string(size);
     return std::to_string(size) + "@" + std::to_string(time.time_since_epoch().count());
+}
+
+// The KV-changing variables the process of a command backend sees: its `env:` entries, else
+// what it inherits from warmslot's environment (LLAMA_* passes, app/supervised_argv.hpp).
+// A url backend's environment is not visible: "" (docs/architecture.md, backend identity).
+std::string backend_kv_env(const config::backend& b) {
+    if (!b.supervised()) return "";
+    return routing::kv_env([&b](const std::string& name) -> std::optional<std::string> {
+        for (const auto& [key, value] : b.env) {
+            if (key == name) return value;
+        }
+        if (const char* v = std::getenv(name.c_str())) return std::string(v);
+        return std::nullopt;
+    });
 }
 
 // Gives the probe's slots back on every path.
@@ -174,9 +189,10 @@ awaitable<bool> monitor::look(std::size_t i) {
         co_return false;
     }
     auto info = reading->info;
-    const std::string stamp = model_file_stamp(info.model_path);
+    const std::string stamp = co_await model_stamp(info.model_path);
     const std::string flags = b.supervised() ? routing::kv_flags(b.command) : "";
-    const std::string base = routing::identity_of(info, stamp, flags);
+    const std::string env = backend_kv_env(b);
+    const std::string base = routing::identity_of(info, stamp, flags, env);
     if (st.down || base != st.base) {
         // New, back after a failure, or another model, file or build: no plans on the old
         // beliefs until it has been read again and its slots probed.
@@ -187,10 +203,14 @@ awaitable<bool> monitor::look(std::size_t i) {
             st.down = true;
             co_return false;
         }
-        co_await read_identity(b, i, info, reading->model_alias, stamp, flags);
+        co_await read_identity(b, i, info, reading->model_alias, stamp, flags, env);
         if (!st.identity.empty() && info.identity != st.identity) {
             log()->warn("backend {} restarted or changed ({}): its slots are assumed empty",
                         b.name, info.model_path);
+            reg_.forget_all(idx);
+        } else if (!st.identity.empty() && st.down) {
+            // Back after it did not answer: the same model and settings, maybe a new process.
+            log()->warn("backend {} answers again: its slots are assumed empty", b.name);
             reg_.forget_all(idx);
         }
         const bool first = st.identity.empty() || info.identity != st.identity;
@@ -213,6 +233,15 @@ awaitable<bool> monitor::look(std::size_t i) {
         co_return false;
     }
     st.unreadable = false;
+    // A restart with the same identity (same model, build and flags) changes nothing above:
+    // the task numbers beginning again tell it, and nothing it held before is left.
+    const auto task = routing::latest_task(*slots);
+    if (routing::task_counter_went_back(st.last_task, task)) {
+        log()->warn("backend {} restarted (its task numbers began again): slots assumed empty",
+                    b.name);
+        reg_.forget_all(idx);
+    }
+    st.last_task = task;
     reg_.reconcile(idx, *slots, routing::clock::now());
     if (st.probe_pending) {
         const auto stable = co_await probe_stable_slots(b, i, info.total_slots);
@@ -231,7 +260,8 @@ awaitable<bool> monitor::look(std::size_t i) {
 // What /v1/models and /lora-adapters add to /props: model ids and shape, adapters.
 awaitable<void> monitor::read_identity(const config::backend& b, std::size_t i,
                                        routing::backend_info& info, const std::string& alias,
-                                       const std::string& stamp, const std::string& flags) {
+                                       const std::string& stamp, const std::string& flags,
+                                       const std::string& env) {
     const auto models = routing::read_models(
         parse(co_await upstream::call(pool_, b, http::verb::get, "/v1/models", "", call_timeout)));
     const auto adapters = parse(
@@ -243,7 +273,19 @@ awaitable<void> monitor::read_identity(const config::backend& b, std::size_t i,
     info.models.insert(info.models.end(), models.ids.begin(), models.ids.end());
     if (!alias.empty()) info.models.push_back(alias);
     if (!info.model_path.empty()) info.models.push_back(base_name(info.model_path));
-    info.identity = routing::identity_of(info, stamp, flags);
+    info.identity = routing::identity_of(info, stamp, flags, env);
+}
+
+// The model's content identity when warmslot can read its file (the same model on every host
+// and path has the same keys), else its size and time, else "?" (routing::identity_of).
+awaitable<std::string> monitor::model_stamp(std::string path) {
+    if (path.empty()) co_return "?";
+    const auto id = co_await net::co_spawn(
+        hasher_.get_executor(),
+        [this, path]() -> awaitable<std::optional<std::string>> { co_return model_ids_.get(path); },
+        net::use_awaitable);
+    if (id) co_return *id;
+    co_return model_file_stamp(path);
 }
 
 awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(config::backend b) {
@@ -288,6 +330,9 @@ awaitable<std::optional<bool>> monitor::probe_stable_slots(config::backend b, st
     auto after = co_await read_slots(b);
     bool stable = false;
     if (after) {
+        // The probe's own tasks: a later process numbers its tasks from 0 again.
+        auto& last = state_[i]->last_task;
+        last = std::max(last, routing::latest_task(*after));
         const auto it = find(*after, first);
         stable = it != after->end() && it->n_prompt_tokens.value_or(0) > 0;
     }

@@ -10,11 +10,13 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/thread_pool.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cache/model_identity.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "net/beast.hpp"
@@ -48,6 +50,7 @@ private:
         bool requested = false;       // a check was asked for while one ran
         std::string base;             // identity without what /v1/models and adapters add
         std::string identity;         // the last full identity
+        std::int64_t last_task = -1;  // highest task id its slots showed (routing::latest_task)
         net::steady_timer* timer = nullptr;  // the watch's pause, while it waits
     };
     awaitable<void> watch(std::size_t backend);
@@ -56,10 +59,12 @@ private:
     awaitable<bool> own_process(config::backend b, watch_state& st);
     awaitable<void> read_identity(const config::backend& b, std::size_t backend,
                                   routing::backend_info& info, const std::string& alias,
-                                  const std::string& stamp, const std::string& flags);
+                                  const std::string& stamp, const std::string& flags,
+                                  const std::string& env);
     awaitable<std::optional<bool>> probe_stable_slots(config::backend b, std::size_t backend,
                                                       int total_slots);
     awaitable<std::optional<std::vector<routing::observed_slot>>> read_slots(config::backend b);
+    awaitable<std::string> model_stamp(std::string path);
     void unreadable(const config::backend& b, watch_state& st, const char* what);
     void start_watches();  // on ex_
 
@@ -67,6 +72,8 @@ private:
     routing::registry& reg_;
     net::any_io_executor ex_;
     upstream::pool pool_;
+    cache::model_ids model_ids_;  // used on hasher_ only
+    net::thread_pool hasher_{1};  // reads model files (blocking) off the I/O threads
     std::atomic<bool> stopping_{false};
     std::vector<std::unique_ptr<watch_state>> state_;  // by backend index
 };

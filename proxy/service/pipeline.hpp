@@ -124,6 +124,8 @@ private:
                                   forward_state& st);
     awaitable<void> await_checks(const config::config& cfg, int backend, forward_state& st,
                                  outcome& out, const char* why);
+    awaitable<void> clear_adapter_kv(upstream::pool& pool, const config::config& cfg, int backend,
+                                     routing::ticket& t, bool floating);
     // What send() returns besides the index of a backend to check.
     static constexpr int sent_done = -1;
     static constexpr int sent_failed = -2;

@@ -56,4 +56,11 @@ awaitable<reply> call(pool& p, const config::backend& b, http::verb method, std:
     co_return std::move(again.r);
 }
 
+awaitable<bool> erase_slot(pool& p, const config::backend& b, int slot,
+                           std::chrono::milliseconds timeout) {
+    const auto r = co_await call(p, b, http::verb::post,
+                                 "/slots/" + std::to_string(slot) + "?action=erase", "{}", timeout);
+    co_return !r.ec && r.status == 200;
+}
+
 }  // namespace warmslot::upstream

@@ -21,4 +21,9 @@ struct reply {
 awaitable<reply> call(pool& p, const config::backend& b, http::verb method, std::string target,
                       std::string body, std::chrono::milliseconds timeout);
 
+// POST /slots/{slot}?action=erase: true when llama-server answered that it erased the slot.
+// Only for a slot warmslot holds reserved and idle.
+awaitable<bool> erase_slot(pool& p, const config::backend& b, int slot,
+                           std::chrono::milliseconds timeout);
+
 }  // namespace warmslot::upstream

@@ -13,6 +13,7 @@ awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host,
     // A pooled connection just turned out closed: the others idle since the same burst
     // (llama-server closes its side after a streamed answer) are suspect too.
     if (fresh && it != idle_.end()) it->second.clear();
+    if (fresh) ++stale_[key];
     while (it != idle_.end() && !it->second.empty()) {
         connection_ptr c = std::move(it->second.back());
         it->second.pop_back();
@@ -38,6 +39,11 @@ awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host,
     c->stream.socket().set_option(tcp::no_delay(true));
     c->stream.expires_never();
     co_return std::pair{error_code{}, std::move(c)};
+}
+
+std::uint64_t pool::stale_count(const std::string& host, std::uint16_t port) const {
+    const auto it = stale_.find(host + ":" + std::to_string(port));
+    return it == stale_.end() ? 0 : it->second;
 }
 
 void pool::release(connection_ptr c) {

@@ -52,11 +52,18 @@ public:
     // Gives back a connection whose last response was read in full and allows keep-alive.
     void release(connection_ptr c);
 
-private:
+    // How many times a new connection to host:port was asked for because a pooled one turned
+    // out closed (`fresh`): the backend may have restarted. A caller that compares it before
+    // and after a series of calls (upstream::call retries such a connection by itself) learns
+    // that it should check the backend.
+    std::uint64_t stale_count(const std::string& host, std::uint16_t port) const;
+
+  private:
     net::any_io_executor ex_;
     std::size_t max_idle_;
     idle_timers timers_;
     std::unordered_map<std::string, std::vector<connection_ptr>> idle_;
+    std::unordered_map<std::string, std::uint64_t> stale_;
 };
 
 }  // namespace warmslot::upstream

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace routing = warmslot::routing;
@@ -44,10 +45,12 @@ TEST_CASE("read_props: the fields the monitor uses, and refusal of wrong types")
 
 TEST_CASE("read_slots: ids, processing, tokens; a wrong type refuses the whole answer") {
     const auto r = routing::read_slots(json::parse(
-        R"([{"id":0,"is_processing":false,"n_prompt_tokens":120},{"id":1,"is_processing":true}])"));
+        R"([{"id":0,"is_processing":false,"n_prompt_tokens":120,"id_task":7},{"id":1,"is_processing":true}])"));
     REQUIRE(r);
     REQUIRE(r->size() == 2);
     CHECK((*r)[0].n_prompt_tokens == 120u);
+    CHECK((*r)[0].task == 7);
+    CHECK_FALSE((*r)[1].task);
     CHECK((*r)[1].processing);
     CHECK_FALSE((*r)[1].n_prompt_tokens);
     const char* bad[] = {R"([{"id":"0"}])",
@@ -55,10 +58,36 @@ TEST_CASE("read_slots: ids, processing, tokens; a wrong type refuses the whole a
                          R"([{"id":0,"n_prompt_tokens":"12"}])",
                          R"([3])",
                          R"({"id":0})",
-                         R"([{"id":-1}])"};
+                         R"([{"id":-1}])",
+                         R"([{"id":0,"id_task":"3"}])"};
     for (const char* text : bad) {
         CAPTURE(text);
         CHECK_FALSE(routing::read_slots(json::parse(text)));
+    }
+}
+
+TEST_CASE("latest_task and task_counter_went_back: a new process numbers its tasks from 0") {
+    std::vector<routing::observed_slot> slots(3);
+    CHECK(routing::latest_task(slots) == -1);
+    slots[1].task = 40;
+    slots[2].task = 12;
+    CHECK(routing::latest_task(slots) == 40);
+    struct row {
+        std::int64_t before, now;
+        bool restarted;
+    };
+    const row rows[] = {
+        {-1, -1, false},  // nothing ran yet, in either reading
+        {-1, 3, false},   // the first tasks
+        {40, 40, false},  // idle
+        {40, 52, false},  // more tasks
+        {40, 2, true},    // numbered from 0 again
+        {40, -1, true},   // slots that ran tasks show none: a new process
+    };
+    for (const auto& r : rows) {
+        CAPTURE(r.before);
+        CAPTURE(r.now);
+        CHECK(routing::task_counter_went_back(r.before, r.now) == r.restarted);
     }
 }
 
@@ -103,6 +132,23 @@ TEST_CASE("kv_flags: the flags of a command line that change the KV, with their 
     CHECK(routing::kv_flags({"llama-server", "-m", "m.gguf", "-c", "8192"}).empty());
 }
 
+TEST_CASE("kv_env: the KV-changing variables of a backend's environment, with their values") {
+    const std::map<std::string, std::string> env{{"LLAMA_ARG_YARN_EXT_FACTOR", "0.5"},
+                                                 {"LLAMA_ARG_ROPE_FREQ_SCALE", "0.25"},
+                                                 {"LLAMA_ARG_THREADS", "8"},  // no KV change
+                                                 {"LLAMA_ARG_CACHE_TYPE_K", "q8_0"},
+                                                 {"ROPE_FREQ_SCALE", "2"}};
+    const auto lookup = [&](const std::string& name) -> std::optional<std::string> {
+        const auto it = env.find(name);
+        if (it == env.end()) return std::nullopt;
+        return it->second;
+    };
+    CHECK(
+        routing::kv_env(lookup) ==
+        "LLAMA_ARG_ROPE_FREQ_SCALE=0.25 LLAMA_ARG_YARN_EXT_FACTOR=0.5 LLAMA_ARG_CACHE_TYPE_K=q8_0");
+    CHECK(routing::kv_env([](const std::string&) { return std::nullopt; }).empty());
+}
+
 TEST_CASE("identity_of: a new file stamp, adapter or flag makes a new identity") {
     routing::backend_info info;
     info.model_path = "/m/a.gguf";
@@ -113,6 +159,9 @@ TEST_CASE("identity_of: a new file stamp, adapter or flag makes a new identity")
     CHECK(base == "/m/a.gguf|b1|2|4096|100@5");  // unchanged for backends without extras
     CHECK(routing::identity_of(info, "100@6", "") != base);
     CHECK(routing::identity_of(info, "100@5", "--rope-freq-base 1") != base);
+    CHECK(routing::identity_of(info, "100@5", "", "LLAMA_ARG_ROPE_FREQ_BASE=1") != base);
+    CHECK(routing::identity_of(info, "100@5", "", "LLAMA_ARG_ROPE_FREQ_BASE=1") !=
+          routing::identity_of(info, "100@5", "", "LLAMA_ARG_ROPE_FREQ_BASE=2"));
     auto with_lora = info;
     with_lora.lora = "x.gguf@1.0";
     CHECK(routing::identity_of(with_lora, "100@5", "") != base);
@@ -123,4 +172,25 @@ TEST_CASE("identity_of: a new file stamp, adapter or flag makes a new identity")
     other.model_meta = "size=2";
     CHECK(routing::identity_of(remote, "?", "") != routing::identity_of(other, "?", ""));
     CHECK(routing::identity_of(remote, "1@1", "") == routing::identity_of(other, "1@1", ""));
+}
+
+TEST_CASE("identity_of: a model's content identity stands for it at any path") {
+    routing::backend_info here;
+    here.model_path = "/models/a.gguf";
+    here.build_info = "b1";
+    here.total_slots = 2;
+    here.n_ctx_per_slot = 4096;
+    auto there = here;
+    there.model_path = "/srv/copy/renamed.gguf";
+    const std::string content = "gguf:0123456789abcdef0123456789abcdef";
+    const auto id = routing::identity_of(here, content, "");
+    CHECK(id == "2|gguf:0123456789abcdef0123456789abcdef|b1|2|4096");
+    CHECK(routing::identity_of(there, content, "") == id);
+    CHECK(routing::identity_of(here, "gguf:ffff", "") != id);
+    // The rest of the identity stays: slots, context, adapters, flags, environment.
+    auto slots = there;
+    slots.total_slots = 4;
+    CHECK(routing::identity_of(slots, content, "") != id);
+    CHECK(routing::identity_of(there, content, "-fa") != id);
+    CHECK(routing::identity_of(there, content, "", "LLAMA_ARG_ROPE_FREQ_BASE=1") != id);
 }

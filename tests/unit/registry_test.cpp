@@ -166,7 +166,7 @@ TEST_CASE("registry: the probe's reservations take idle slots only, all or none"
     // Seen processing by GET /slots without a ticket of ours: never reserved either.
     for (const auto& p : two) reg.release(p);
     std::vector<routing::observed_slot> seen;
-    for (int i = 0; i < 3; ++i) seen.push_back({i, i != *t.p.slot, std::nullopt});
+    for (int i = 0; i < 3; ++i) seen.push_back({i, i != *t.p.slot, std::nullopt, std::nullopt});
     reg.reconcile(0, seen, routing::clock::now() + std::chrono::seconds(5));
     CHECK(reg.reserve_idle(0, 1).empty());
     reg.cancel(t);

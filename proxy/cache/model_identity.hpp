@@ -1,0 +1,47 @@
+// The identity of a model file from its content, so that the same model has the same slot-file
+// keys wherever it lies: on two hosts, for two replicas, after a copy to another path or time.
+//
+// A GGUF file is a header (magic, version, counts), its metadata (key-value pairs: the
+// architecture, hyperparameters, tokenizer, chat template) and its tensor table (names, shapes,
+// types, offsets), then the tensor data. The identity hashes the header, metadata and tensor
+// table whole, and the tensor data by samples (64 blocks of 4 KiB spread evenly, the first and
+// the last included): a different model differs in its metadata or table, or in its weights
+// almost everywhere (another fine-tune, another quantization), while reading a few hundred KiB
+// instead of gigabytes. Two files that differ only in bytes no sample touches get the same
+// identity: a deliberate edit of a weight is not a model warmslot can tell apart.
+//
+// Reads files: blocking, never on an I/O thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace warmslot::cache {
+
+// "gguf:" and 32 hex digits (XXH3-128); std::nullopt when the file cannot be read or is not
+// GGUF as this reader knows it (then the caller keys by path and what the server says).
+std::optional<std::string> model_content_id(const std::filesystem::path& file);
+
+// model_content_id computed at most once per file, remembered by its path, size and modification
+// time (a file changed in place is read again). Thread-safe; bounded (a few entries per model
+// file ever loaded: the oldest are forgotten past max_entries).
+class model_ids {
+  public:
+    std::optional<std::string> get(const std::filesystem::path& file);
+
+  private:
+    static constexpr std::size_t max_entries = 256;
+    struct entry {
+        std::uintmax_t size = 0;
+        std::filesystem::file_time_type time;
+        std::optional<std::string> id;
+    };
+    std::mutex mu_;
+    std::map<std::string, entry> known_;
+};
+
+}  // namespace warmslot::cache
