@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,13 +15,12 @@
 #include "api/endpoints.hpp"
 #include "api/errors.hpp"
 #include "api/timings.hpp"
-#include <nlohmann/json_fwd.hpp>
-
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "http/server.hpp"
 #include "rewrite/rewrite.hpp"
 #include "routing/registry.hpp"
+#include "routing/reservation.hpp"
 #include "service/disk_tier.hpp"
 #include "status/activity.hpp"
 #include "upstream/pool.hpp"
@@ -118,14 +118,17 @@ private:
     awaitable<void> forward(http_server::exchange& ex, outcome& out, const nlohmann::json* body);
     awaitable<bool> wait_for_slot(const config::config& cfg, routing::ticket& t,
                                   forward_state& st);
+    awaitable<void> wait_for_preparations(const config::config& cfg, int backend,
+                                          forward_state& st);
     awaitable<void> await_checks(const config::config& cfg, int backend, forward_state& st,
                                  outcome& out, const char* why);
     // What send() returns besides the index of a backend to check.
     static constexpr int sent_done = -1;
     static constexpr int sent_failed = -2;
     awaitable<int> send(http_server::exchange& ex, outcome& out, forward_state& st,
-                        routing::ticket& t, const prompt_view& view, const nlohmann::json* body,
-                        std::int64_t waited_ms, bool may_recheck, bool takes_slot);
+                        routing::reservation& r, const prompt_view& view,
+                        const nlohmann::json* body, std::int64_t waited_ms, bool may_recheck,
+                        bool takes_slot);
     awaitable<void> models(http_server::exchange& ex, outcome& out);
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
