@@ -222,11 +222,13 @@ test('llama: a client leaving during a wait for a slot forgets no slot belief', 
     await waitFor('the leaving request to end', async () =>
       (await getJson(`${ws.url}/warmslot/status`)).body.backends[0].in_flight === 1, 15000);
     long.abort();
-    await assertNothingReserved(ws);
+    await waitFor('the long request to end', async () =>
+      (await getJson(`${ws.url}/warmslot/status`)).body.backends[0].in_flight === 0, 15000);
     const again = await postJson(`${ws.url}/v1/chat/completions`, chat(e, 'Q4?'));
     assert.equal(again.headers.get('x-warmslot-slot'), slotE);
     assert.equal(again.headers.get('x-warmslot-route'), 'hit', 'E is still known to be in its slot');
     assert.match(fs.readFileSync(ws.logFile, 'utf8'), /client_gone/);
+    await assertNothingReserved(ws);
   } finally {
     long.abort();
     await ws.stop();
