@@ -420,28 +420,6 @@ void registry::unreserve_locked(backend_state& b, std::size_t i) {
     b.view.slots[i].busy = b.outside_busy[i];
 }
 
-void registry::set_preparing(const ticket& t, bool on) {
-    {
-        std::lock_guard lock(mu_);
-        if (t.p.backend < 0 || !t.p.slot) return;
-        auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
-        const auto i = static_cast<std::size_t>(*t.p.slot);
-        if (i >= b.reserved_by.size() || b.reserved_by[i] != t.id) return;
-        b.preparing[i] = on;
-    }
-    if (!on) notify();
-}
-
-bool registry::preparing(int backend) const {
-    std::lock_guard lock(mu_);
-    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return false;
-    const auto& b = backends_[static_cast<std::size_t>(backend)];
-    for (std::size_t i = 0; i < b.preparing.size(); ++i) {
-        if (b.preparing[i]) return true;
-    }
-    return false;
-}
-
 void registry::forget_all(int backend) {
     std::lock_guard lock(mu_);
     auto& b = backends_[static_cast<std::size_t>(backend)];
