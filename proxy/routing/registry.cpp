@@ -192,8 +192,7 @@ void registry::cancel(const ticket& t) {
             end_unpinned_locked(b, t);
         } else if (const auto i = static_cast<std::size_t>(*t.p.slot);
                    i < b.reserved_by.size() && b.reserved_by[i] == t.id) {
-            b.reserved_by[i] = 0;
-            b.view.slots[i].busy = b.outside_busy[i];
+            unreserve_locked(b, i);
             // The request may have been cut during prefill: what the slot holds is unknown.
             b.view.slots[i].held.clear();
         }
@@ -244,7 +243,7 @@ void registry::record_complete(const ticket& t, const fingerprint* fp, const api
     }
     const auto i = static_cast<std::size_t>(*t.p.slot);
     if (i >= b.reserved_by.size()) return;
-    if (b.reserved_by[i] == t.id) b.reserved_by[i] = 0;
+    if (b.reserved_by[i] == t.id) unreserve_locked(b, i);
     auto& slot = b.view.slots[i];
     slot.busy = b.reserved_by[i] != 0 || b.outside_busy[i];
     // A floating request that reused little may have run on another slot (llama-server chose).
@@ -308,10 +307,17 @@ void registry::set_info(int backend, const backend_info& info, bool pinning) {
     b.view.pinning = pinning;
     update_multi_model_locked();
     if (!changed) return;
+    // Another process (build, model or slot count): nothing it holds is known. A slot still
+    // reserved by a ticket stays reserved until that ticket ends: its owner may be working on
+    // the new process's slot already, and a second request must never pin it meanwhile.
     const auto n = static_cast<std::size_t>(std::max(0, info.total_slots));
+    b.reserved_by.resize(n, 0);
+    b.preparing.resize(n, false);
     b.view.slots.assign(n, slot_view{});
-    for (std::size_t i = 0; i < n; ++i) b.view.slots[i].id = static_cast<int>(i);
-    b.reserved_by.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+        b.view.slots[i].id = static_cast<int>(i);
+        b.view.slots[i].busy = b.reserved_by[i] != 0;
+    }
     b.outside_busy.assign(n, false);
 }
 
@@ -383,18 +389,30 @@ std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
     return t;
 }
 
+// Every ticket counted in in_flight (and as floating or unpinned) when it was made: that count
+// ends here whether or not the slot is still reserved by it (a restart with another build or
+// slot count may have dropped the slot since).
 void registry::release(const ticket& t) {
     {
         std::lock_guard lock(mu_);
-        if (t.p.backend < 0 || !t.p.slot) return;
+        if (t.p.backend < 0) return;
         auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
-        const auto i = static_cast<std::size_t>(*t.p.slot);
-        if (i >= b.reserved_by.size() || b.reserved_by[i] != t.id) return;
         if (b.view.in_flight > 0) --b.view.in_flight;
-        b.reserved_by[i] = 0;
-        b.view.slots[i].busy = b.outside_busy[i];
+        if (t.floating && b.floating_in_flight > 0) --b.floating_in_flight;
+        if (!t.p.slot) {
+            end_unpinned_locked(b, t);
+        } else if (const auto i = static_cast<std::size_t>(*t.p.slot);
+                   i < b.reserved_by.size() && b.reserved_by[i] == t.id) {
+            unreserve_locked(b, i);
+        }
     }
     notify();
+}
+
+void registry::unreserve_locked(backend_state& b, std::size_t i) {
+    b.reserved_by[i] = 0;
+    b.preparing[i] = false;
+    b.view.slots[i].busy = b.outside_busy[i];
 }
 
 void registry::forget_all(int backend) {
@@ -450,7 +468,13 @@ std::vector<backend_view> registry::snapshot() const {
 
 counters registry::totals() const {
     std::lock_guard lock(mu_);
-    return counters_;
+    counters c = counters_;
+    for (const auto& b : backends_) {
+        c.in_flight += b.view.in_flight;
+        c.reserved_slots += static_cast<std::uint64_t>(std::count_if(
+            b.reserved_by.begin(), b.reserved_by.end(), [](std::uint64_t id) { return id != 0; }));
+    }
+    return c;
 }
 
 std::optional<backend_info> registry::info(int backend) const {

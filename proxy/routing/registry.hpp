@@ -69,6 +69,10 @@ struct counters {
     double prefill_seconds_saved = 0;
     std::uint64_t mispredictions = 0;   // a hit was planned but the server reused far less
     std::uint64_t corrections = 0;      // beliefs corrected from GET /slots or a restart
+    // Gauges, filled by totals(): tickets not ended yet (running, waiting or preparing), and
+    // slots a ticket reserves now. Both are 0 whenever warmslot is idle.
+    std::uint64_t in_flight = 0;
+    std::uint64_t reserved_slots = 0;
 };
 
 class registry {
@@ -152,8 +156,10 @@ public:
     // holds. std::nullopt: busy, or it holds something else now. Never plans, never waits.
     std::optional<ticket> reserve_idle_slot(int backend, int slot,
                                             const std::vector<prefix_level>& must_hold);
-    // Gives back a reservation of reserve_idle_slot (or a pinned one) keeping what the slot is
-    // believed to hold (cancel forgets it).
+    // Ends a ticket keeping what its slot is believed to hold (cancel forgets it): a
+    // reservation of reserve_idle_slot, or a request's whose bytes never reached the slot.
+    // Callers own tickets through routing::reservation (routing/reservation.hpp), which ends
+    // each exactly once.
     void release(const ticket& t);
 
     // Slots whose KV a request with its own adapters (`lora`) may have computed
@@ -165,6 +171,13 @@ public:
     bool take_adapter(int backend, int slot);
     // Reserves a marked slot that is idle, to erase it; std::nullopt: none is both.
     std::optional<ticket> reserve_marked_idle(int backend);
+    // The ticket's slot is being prepared (restored, primed, saved) through several calls,
+    // between which llama-server sees it idle: a request sent without id_slot could take it
+    // there (its task queued until a slot frees, or picked among idle ones). Such requests wait
+    // while `preparing` says so (service/forward.cpp); the mark ends with the ticket, or with
+    // set_preparing(t, false) once llama-server has started the request itself.
+    void set_preparing(const ticket& t, bool on);
+    bool preparing(int backend) const;
 
     std::vector<backend_view> snapshot() const;
     counters totals() const;
@@ -179,6 +192,8 @@ private:
         std::optional<backend_info> info;
         std::vector<std::uint64_t> reserved_by;  // per slot: ticket id holding it, 0 = none
         std::vector<bool> outside_busy;          // per slot: processing without our ticket
+        std::vector<bool> preparing;             // per slot: its ticket works on it before
+                                                 // its request (restore, priming, save)
         std::size_t unpinned_in_flight = 0;      // unpinned requests that may take a slot
         std::size_t unpinned_other = 0;          // unpinned ones that take none (/tokenize, ...)
         std::size_t floating_in_flight = 0;      // requests on a slot llama-server chose
@@ -204,6 +219,7 @@ private:
     void apply_reconcile(int backend, const std::vector<observed_slot>& slots,
                           clock::time_point now);
     void end_unpinned_locked(backend_state& b, const ticket& t);
+    void unreserve_locked(backend_state& b, std::size_t slot);
     void evicted(backend_state& b, const std::vector<prefix_level>& levels);
     plan plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
                      bool allow_wait, std::size_t backends = all_backends) const;

@@ -1,5 +1,6 @@
 // The registry's side of backend checks (want_check and the monitor's check counts), of
-// unpinned sends outside a plan, and of the probe's reservations: see registry.hpp.
+// unpinned sends outside a plan, of the probe's reservations, and of slots being prepared:
+// see registry.hpp.
 #include "routing/registry.hpp"
 
 #include <algorithm>
@@ -81,6 +82,29 @@ std::vector<ticket> registry::reserve_idle(int backend, std::size_t count) {
         out.push_back(std::move(t));
     }
     return out;
+}
+
+// The marks of slots being prepared (registry.hpp, set_preparing).
+void registry::set_preparing(const ticket& t, bool on) {
+    {
+        std::lock_guard lock(mu_);
+        if (t.p.backend < 0 || !t.p.slot) return;
+        auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+        const auto i = static_cast<std::size_t>(*t.p.slot);
+        if (i >= b.reserved_by.size() || b.reserved_by[i] != t.id) return;
+        b.preparing[i] = on;
+    }
+    if (!on) notify();
+}
+
+bool registry::preparing(int backend) const {
+    std::lock_guard lock(mu_);
+    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return false;
+    const auto& b = backends_[static_cast<std::size_t>(backend)];
+    for (std::size_t i = 0; i < b.preparing.size(); ++i) {
+        if (b.preparing[i]) return true;
+    }
+    return false;
 }
 
 }  // namespace warmslot::routing

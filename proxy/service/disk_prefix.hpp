@@ -38,6 +38,10 @@ struct disk_tier::prefix {
     std::vector<routing::prefix_level> levels;
     nlohmann::json messages;                  // the stable messages
     const nlohmann::json* body = nullptr;     // the whole request (lives during prepare)
+    // The index of the slot directory, taken once when the work on the prefix begins: a reload
+    // that switches the cache off meanwhile stops the next requests' work, not this one's
+    // (indexes are never closed while warmslot runs, so the pointer stays valid).
+    cache::index* index = nullptr;
 };
 
 }  // namespace warmslot::service

@@ -21,7 +21,7 @@ awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing:
                                                   const prefix& p, bool judged) {
     disk_action kept;
     if (!restores_allowed(t.p.backend)) co_return kept;
-    auto* idx = index_for(t.p.backend);
+    auto* idx = p.index;
     // Leased before the lookup, as for any restore: no eviction deletes the file meanwhile.
     auto lease = leases_.take(p.key);
     const auto found = co_await on_index(index_ex_, [idx, key = p.key] { return idx->find(key); });

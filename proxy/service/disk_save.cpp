@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "routing/fingerprint.hpp"
+#include "routing/reservation.hpp"
 #include "service/disk_prefix.hpp"
 
 namespace warmslot::service {
@@ -82,8 +83,8 @@ awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, i
         co_return r;
     }
     r.key = m->key;
-    auto t = reg_.reserve_idle_slot(backend, slot, m->levels);
-    if (!t) {
+    auto idle = reg_.reserve_idle_slot(backend, slot, m->levels);
+    if (!idle) {
         const auto views = reg_.snapshot();
         const auto& view =
             views[static_cast<std::size_t>(backend)].slots[static_cast<std::size_t>(slot)];
@@ -93,8 +94,10 @@ awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, i
                                        : "holds another prefix now";
         co_return r;
     }
+    routing::reservation t(reg_, std::move(*idle));  // cancelled if the save never ends
+    t.preparing(true);
     r = co_await save_reserved(pool, *t, "", true);
-    reg_.release(*t);
+    t.release();  // the save kept what the registry believes of the slot up to date
     co_return r;
 }
 
@@ -124,6 +127,10 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
     }
     try {
         auto* idx = index_for(t.p.backend);
+        if (idx == nullptr) {
+            r.reason = "no disk tier (cache disabled or no slot_save_path)";
+            co_return r;
+        }
         const auto found =
             co_await on_index(index_ex_, [idx, key = m->key] { return idx->find(key); });
         if (found) {
@@ -132,6 +139,7 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
             co_return r;
         }
         prefix p;
+        p.index = idx;
         p.key = m->key;
         p.levels = m->levels;
         p.messages = json::array();
@@ -182,8 +190,10 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     // Only backends of this config snapshot are candidates: a reload may grow the registry
     // before the snapshot it indexes.
     const auto cfg = src_.current();
-    auto t = reg_.reserve(&*fp, reg_.multi_model() ? model : std::string(), fp->total_bytes,
-                          routing::clock::now(), false, cfg->backends.size());
+    routing::reservation held(
+        reg_, reg_.reserve(&*fp, reg_.multi_model() ? model : std::string(), fp->total_bytes,
+                           routing::clock::now(), false, cfg->backends.size()));
+    auto& t = *held;
     if (t.p.backend < 0) {
         if (t.p.unknown_model) {
             co_return result(
@@ -194,10 +204,7 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     }
     const std::string name = cfg->backends[static_cast<std::size_t>(t.p.backend)].name;
     auto refuse = [&](api::error_kind kind, std::string message) {
-        if (t.p.slot)
-            reg_.release(t);  // nothing ran there: what it holds is still known
-        else
-            reg_.cancel(t);
+        held.release();  // nothing ran there, or the steps kept what it holds known
         return result(warm_error{kind, std::move(message)});
     };
     if (!enabled_for(t.p.backend)) {
@@ -224,12 +231,13 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     r.backend = name;
     r.slot = *t.p.slot;
     r.key = p->key;
+    held.preparing(true);
     try {
-        auto* idx = index_for(t.p.backend);
+        auto* idx = p->index;
         const auto found =
             co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });
         if (found) {
-            reg_.release(t);
+            held.release();
             r.reason = "already on disk";
             r.tokens = found->tokens;
             co_return result(r);
@@ -241,7 +249,7 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
         if (a.what == disk_action::kind::snapshotted) {
             r.saved = true;
             r.tokens = a.tokens;
-            reg_.release(t);
+            held.release();
             co_return result(r);
         }
     } catch (const std::exception& e) {

@@ -92,7 +92,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         log()->debug("no snapshot of {}: another request is saving it", p.key);
         co_return a;
     }
-    auto* idx = index_for(t.p.backend);
+    auto* idx = p.index;
     const auto tokens = co_await prefix_tokens(pool, t.p.backend, p.messages, *p.body);
     if (!tokens) {
         log()->debug("prefix {} is not a token prefix of its request: no snapshot", p.key);
@@ -134,6 +134,20 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     const bool ok = co_await save_file(pool, t, p, tokens->size(), s);
     saved(t.p.backend, ok);
     if (!ok) co_return a;
+    if (s.tokens != tokens->size()) {
+        // Another task ran on the slot between the priming and the save: the file holds its
+        // prompt, not the prefix. Never indexed under the prefix's key (nor left behind).
+        log()->warn(
+            "saving slot {} of {} wrote {} tokens where the prefix has {}: another task "
+            "used the slot; no snapshot",
+            *t.p.slot, b.name, s.tokens, tokens->size());
+        reg_.set_held(t, {}, 0);
+        co_await on_index(index_ex_, [idx, key = p.key] {
+            idx->drop(key);
+            return true;
+        });
+        co_return a;
+    }
     co_await on_index(index_ex_, [this, idx, s, max_disk = cfg->cache.max_disk] {
         idx->put(s);
         return idx->enforce_budget(max_disk, leases_.held());
@@ -152,7 +166,7 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
                                      std::size_t tokens, cache::snapshot& s) {
     const auto cfg = src_.current();
     const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
-    auto* idx = index_for(t.p.backend);
+    auto* idx = p.index;
     const std::string file = cache::file_name_for(p.key);
     const std::string target = fmt::format("/slots/{}?action=save", *t.p.slot);
     const json save = {{"filename", file}};

@@ -151,10 +151,13 @@ std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
     const auto views = reg_.snapshot();
     const auto info = reg_.info(backend);
     if (!info || info->identity.empty()) return std::nullopt;
+    auto* idx = index_for(backend);
+    if (idx == nullptr) return std::nullopt;
     const double tokens = static_cast<double>(fp.levels[stable - 1].bytes) *
                           views[static_cast<std::size_t>(backend)].tokens_per_byte;
     if (tokens < static_cast<double>(src_.current()->cache.min_prefix_tokens)) return std::nullopt;
     prefix p;
+    p.index = idx;
     p.levels.assign(fp.levels.begin(), fp.levels.begin() + static_cast<std::ptrdiff_t>(stable));
     const std::string address = info->identity + "\n" + std::to_string(p.levels.back().hash);
     p.key = fmt::format("{:016x}", XXH3_64bits(address.data(), address.size()));
@@ -172,13 +175,15 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
     auto p = stable_prefix(t.p.backend, fp, body);
     if (!p) co_return none;
     const bool judged = !(body.contains("cache_prompt") && body["cache_prompt"] == false);
-    if (t.p.matched_levels >= p->levels.size()) {  // the slot holds it
-        remember(t.p.backend, *t.p.slot, *p);
-        if (t.p.matched_levels > p->levels.size() || !holds_more(t, *p)) co_return none;
-        co_return co_await restore_or_keep(pool, t, *p, judged);
-    }
-    auto* idx = index_for(t.p.backend);
+    auto* idx = p->index;
+    // Nothing here fails the request: an index error (SQLITE_FULL on a full disk) only skips
+    // the disk tier, and what the registry believes of the slot was set by each step as it went.
     try {
+        if (t.p.matched_levels >= p->levels.size()) {  // the slot holds it
+            remember(t.p.backend, *t.p.slot, *p);
+            if (t.p.matched_levels > p->levels.size() || !holds_more(t, *p)) co_return none;
+            co_return co_await restore_or_keep(pool, t, *p, judged);
+        }
         // Leased before the lookup: from the decision to restore until the restore answered,
         // no eviction (another request's snapshot making room) can delete this file.
         auto lease = leases_.take(p->key);
@@ -221,7 +226,7 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
                                           const prefix& p, const cache::snapshot& s) {
     const auto cfg = src_.current();
     const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
-    auto* idx = index_for(t.p.backend);
+    auto* idx = p.index;
     const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
     json request = {{"filename", s.file}};
     const auto called = std::chrono::steady_clock::now();

@@ -19,6 +19,7 @@
 #include "api/endpoints.hpp"
 #include "api/forward_headers.hpp"
 #include "api/session_hint.hpp"
+#include "routing/reservation.hpp"
 #include "service/pipeline.hpp"
 #include "service/relay.hpp"
 #include "service/wakeup.hpp"
@@ -171,6 +172,7 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
     if (!ec) {
         up.stream.expires_after(cfg.timeouts.upstream_response);
         std::tie(ec, n) = co_await http::async_read_header(up.stream, up.buffer, p, nothrow);
+        if (!ec && st.on_started) st.on_started();
     }
     if (ec) {
         st.last_error = ec;
@@ -234,6 +236,16 @@ awaitable<bool> pipeline::wait_for_slot(const config::config& cfg, routing::tick
     co_return co_await wait_until(
         *wakeups_, [&] { return reg_.try_take(t, clock::now()); }, clock::now() + limit,
         [&] { return st.client_gone; });
+}
+
+// Waits until no slot of `backend` is being prepared, at most as long as one priming may take.
+// Woken by the registry, never polling.
+awaitable<void> pipeline::wait_for_preparations(const config::config& cfg, int backend,
+                                                forward_state& st) {
+    if (!reg_.preparing(backend)) co_return;
+    co_await wait_until(
+        *wakeups_, [&] { return !reg_.preparing(backend); },
+        clock::now() + cfg.timeouts.upstream_response, [&] { return st.client_gone; });
 }
 
 // Asks the monitor to check `backend` (-1: every active one of the request's config) now, and
@@ -332,14 +344,15 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         return reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now(), allow_wait, known,
                             takes_slot);
     };
-    auto t = plan_now(true);
-    if (t.p.backend < 0 && !t.p.unknown_model) {
+    // Ends however this coroutine ends: an exception or a destroyed coroutine cancels it.
+    routing::reservation t(reg_, plan_now(true));
+    if (t->p.backend < 0 && !t->p.unknown_model) {
         // No backend is ready: warmslot is starting, or each one is down or being checked.
         // The monitor looks now; the request is planned on what it then knows.
         co_await await_checks(cfg, -1, st, out, "readiness");
-        t = plan_now(true);
+        t = routing::reservation(reg_, plan_now(true));
     }
-    if (t.p.backend < 0 && t.p.unknown_model) {
+    if (t->p.backend < 0 && t->p.unknown_model) {
         std::string message = "unknown model \"" + model + "\"; GET /v1/models lists them";
         co_await fail(ex, out, api::error_kind::not_found, std::move(message));
         co_return;
@@ -347,11 +360,12 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     std::int64_t waited_ms = 0;
     auto run = [&]() -> awaitable<void> {
         for (int round = 0; !st.client_gone; ++round) {
-            if (t.p.why == routing::route::wait_hit) {
+            if (t->p.why == routing::route::wait_hit) {
                 const auto start = clock::now();
-                if (!co_await wait_for_slot(cfg, t, st)) {
-                    reg_.cancel(t);
-                    t = plan_now(false);
+                if (!co_await wait_for_slot(cfg, *t, st)) {
+                    t.release();  // never took the slot: nothing is known of it but the wait
+                    if (st.client_gone) co_return;
+                    t = routing::reservation(reg_, plan_now(false));
                 }
                 waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
             }
@@ -362,15 +376,16 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             // The planned backend may have restarted: what its slots hold is checked before the
             // request is planned again (and its prefix restored from disk). Nothing reached the
             // slot: its belief stays for the check to confirm or correct.
-            if (t.p.slot && !t.floating) {
-                reg_.release(t);
+            if (t->p.slot && !t->floating) {
+                t.release();
             } else {
-                reg_.cancel(t);
+                t.cancel();
             }
             co_await await_checks(cfg, suspect, st, out, "restart check");
-            t = plan_now(true);
+            if (st.client_gone) co_return;  // planned for nobody: nothing to end
+            t = routing::reservation(reg_, plan_now(true));
         }
-        reg_.cancel(t);
+        t.end();  // forgets what the slot holds only when the request may have reached it
     };
     {
         const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
@@ -400,9 +415,10 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
 // or floating, or a refused connect) and nothing was sent; sent_failed when no backend could be
 // reached. One the disk tier's calls met is checked in place.
 awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_state& st,
-                              routing::ticket& t, const prompt_view& view,
-                              const nlohmann::json* body, std::int64_t waited_ms,
-                              bool may_recheck, bool takes_slot) {
+                              routing::reservation& r, const prompt_view& view,
+                              const nlohmann::json* body, std::int64_t waited_ms, bool may_recheck,
+                              bool takes_slot) {
+    auto& t = *r;
     const auto& fp = view.fp;
     const auto& cfg = *out.cfg;
     const auto shape = out.cls.ep.shape;
@@ -428,11 +444,17 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         }
         if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
         const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
+        // What the disk tier did is this backend's, this round's: an earlier try's restore must
+        // not reach this answer's headers or the restore judge (its priming was still done).
+        const auto primed = out.disk.primed;
+        out.disk = disk_action{};
+        out.disk.primed = primed;
         const auto stale_before = pool.stale_count(b.host, b.port);
         if (slot && !lora && cfg.routing.enabled) {
             co_await clear_adapter_kv(pool, cfg, static_cast<int>(i), t, !takes_id_slot(shape));
         }
         if (slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp)) {
+            r.preparing(true);
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
             if (!takes_id_slot(shape)) co_await disk_->clear_rivals(pool, t, *fp);
         }
@@ -444,6 +466,10 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         }
         const bool pin = slot && takes_id_slot(shape);
         if (slot && !pin) reg_.mark_floating(t);
+        // llama-server places this one itself: not on a slot a request is preparing. (A
+        // floating request has a slot of its own, prepared for it and predicted to be chosen:
+        // it does not wait, so two of them never wait for each other.)
+        if (!slot && takes_slot) co_await wait_for_preparations(cfg, static_cast<int>(i), st);
         header_list extra = {
             {"X-Warmslot-Backend", b.name},
             {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
@@ -475,18 +501,27 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             st.on_complete = [&, planned](const std::optional<api::prompt_stats>& stats) {
                 if (!planned) return;
                 if (disk_) disk_->check(t.p.backend, out.disk, stats);
-                reg_.complete(t, fp ? &*fp : nullptr, stats, clock::now());
+                r.complete(fp ? &*fp : nullptr, stats, clock::now());
             };
             std::string prepared =
                 cfg.routing.enabled
                     ? prepared_body(ex.request.body(), body, pin ? slot : std::nullopt)
                     : ex.request.body();
+            st.on_started = nullptr;
+            if (planned) {
+                r.sent();
+                // A slot the disk tier worked on stays marked until llama-server has started
+                // the request there: a request placed by llama-server could take it first.
+                const bool worked = out.disk.what != disk_action::kind::none || out.disk.primed > 0;
+                r.preparing(worked);
+                st.on_started = [&r] { r.preparing(false); };
+            }
             const auto result = co_await try_backend(ex, *conn, st, out, cfg, b,
                                                      std::move(prepared), extra);
             st.current = nullptr;
             if (result == attempt::relayed) {
                 if (st.upstream_reusable && !st.client_gone) pool.release(std::move(conn));
-                if (!planned) reg_.cancel(t);
+                if (!planned) r.cancel();
                 st.complete(out.stats);  // if the answer was cut short: recorded now
                 co_return sent_done;
             }
@@ -495,6 +530,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             // floating request (Messages) was planned on the same beliefs as a pinned one.
             if (planned && slot && may_recheck) co_return static_cast<int>(i);
         }
+        if (planned) r.preparing(false);  // nothing more is done on the slot by this request
         if (planned && !st.client_gone) {
             if (connect_failed && may_recheck) co_return static_cast<int>(i);
             reg_.set_healthy(static_cast<int>(i), false);

@@ -17,6 +17,10 @@ void counter(std::string& out, std::string_view name, std::string_view help, dou
                        labels, value);
 }
 
+void gauge(std::string& out, std::string_view name, std::string_view help, double value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, value);
+}
+
 }  // namespace
 
 awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
@@ -139,6 +143,14 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     counter(text, "warmslot_belief_corrections_total",
             "Slot beliefs corrected from GET /slots or after a backend restart.",
             static_cast<double>(c.corrections));
+    gauge(text, "warmslot_slots_reserved",
+          "Slots reserved now for a request or for warmslot's own work on them (priming, "
+          "saving, restoring, probing); 0 whenever warmslot is idle.",
+          static_cast<double>(c.reserved_slots));
+    gauge(text, "warmslot_requests_in_flight",
+          "Requests and slot reservations warmslot counts on its backends now (running, "
+          "waiting for a slot, or preparing one); 0 whenever warmslot is idle.",
+          static_cast<double>(c.in_flight));
     text += "# HELP warmslot_requests_refused_total Requests warmslot refused itself, before any "
             "backend, by reason.\n"
             "# TYPE warmslot_requests_refused_total counter\n";

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,13 +16,12 @@
 #include "api/endpoints.hpp"
 #include "api/errors.hpp"
 #include "api/timings.hpp"
-#include <nlohmann/json_fwd.hpp>
-
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "http/server.hpp"
 #include "rewrite/rewrite.hpp"
 #include "routing/registry.hpp"
+#include "routing/reservation.hpp"
 #include "service/disk_tier.hpp"
 #include "status/activity.hpp"
 #include "upstream/pool.hpp"
@@ -122,6 +122,8 @@ private:
     awaitable<void> forward(http_server::exchange& ex, outcome& out, const nlohmann::json* body);
     awaitable<bool> wait_for_slot(const config::config& cfg, routing::ticket& t,
                                   forward_state& st);
+    awaitable<void> wait_for_preparations(const config::config& cfg, int backend,
+                                          forward_state& st);
     awaitable<void> await_checks(const config::config& cfg, int backend, forward_state& st,
                                  outcome& out, const char* why);
     awaitable<void> clear_adapter_kv(upstream::pool& pool, const config::config& cfg, int backend,
@@ -130,8 +132,9 @@ private:
     static constexpr int sent_done = -1;
     static constexpr int sent_failed = -2;
     awaitable<int> send(http_server::exchange& ex, outcome& out, forward_state& st,
-                        routing::ticket& t, const prompt_view& view, const nlohmann::json* body,
-                        std::int64_t waited_ms, bool may_recheck, bool takes_slot);
+                        routing::reservation& r, const prompt_view& view,
+                        const nlohmann::json* body, std::int64_t waited_ms, bool may_recheck,
+                        bool takes_slot);
     awaitable<void> models(http_server::exchange& ex, outcome& out);
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);

@@ -33,6 +33,8 @@ struct forward_state {
     // the client: a client that sends its next request the moment it has the answer must find
     // the slot already recorded as idle and holding this prompt.
     std::function<void(const std::optional<api::prompt_stats>&)> on_complete;
+    // Called when the backend's answer headers were read: llama-server has started the task.
+    std::function<void()> on_started;
     bool completed = false;
     void complete(const std::optional<api::prompt_stats>& s) {
         if (completed) return;

@@ -11,7 +11,10 @@
 //   --write-doc    replace the chaos section of docs/benchmarks.md with this run's table
 //
 // Not a test: it prints a table of what happened (requests, errors by kind, warmslot's peak RSS,
-// slot files lost, wrong restores, index consistency after a kill -9 of warmslot inside a save).
+// slot files lost, wrong restores, reservations left after the load, index consistency after a
+// kill -9 of warmslot inside a save). One backend's slot directory is a small tmpfs that is
+// filled up during the load (mounting it needs root: without, the table says the full disk was
+// not run), and reloads switch the cache off and on again.
 // Loopback only; every process it starts is stopped. WARMSLOT_BIN (or WARMSLOT_BUILD_DIR) names
 // the warmslot binary.
 import { execFileSync } from 'node:child_process';
@@ -63,8 +66,8 @@ const rewrite = `rewrite:
           end: '</document>'
 `;
 
-function settings(stateDir, interval) {
-  return `cache:\n  dir: ${stateDir}\n  min_prefix_tokens: 256\n` +
+function settings(stateDir, interval, cacheOn = true) {
+  return `cache:\n  dir: ${stateDir}\n  min_prefix_tokens: 256\n${cacheOn ? '' : '  enabled: false\n'}` +
     `routing:\n  reconcile_interval: ${interval}\n` +
     'timeouts:\n  header_read: 5s\n  body_read: 10s\n' +
     `limits:\n  max_connections: 4096\n${rewrite}`;
@@ -225,6 +228,40 @@ function rssKiB(pid) {
   } catch { return 0; }
 }
 
+// ---- a full disk: one backend's slot directory on a small tmpfs, filled up during the load ----
+
+function mountTmpfs(mib) {
+  const dir = tempDir('chaos-tmpfs');
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${mib}m`, 'tmpfs', dir], { stdio: 'pipe' });
+    return { dir, mib, unmount: () => { try { execFileSync('umount', ['-l', dir]); } catch { /* gone */ } } };
+  } catch (e) {
+    return { dir, mib: 0, error: String(e.stderr ?? e.message).trim().split('\n')[0], unmount: () => {} };
+  }
+}
+
+// Writes a filler file into `dir` until the filesystem is full; returns the bytes written.
+function fillDisk(dir) {
+  const fd = fs.openSync(path.join(dir, 'filler'), 'w');
+  let written = 0;
+  try {
+    for (const size of [1 << 20, 4096, 64]) {
+      const chunk = Buffer.alloc(size, 7);
+      for (let i = 0; i < 1 << 20; i++) {
+        try { written += fs.writeSync(fd, chunk); } catch (e) { if (e.code === 'ENOSPC') break; throw e; }
+      }
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  return written;
+}
+
+async function metric(url, name) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(text.match(new RegExp(`^${name} (\\d+)`, 'm'))?.[1] ?? NaN);
+}
+
 // ---- the run ----
 
 async function run(opts) {
@@ -232,8 +269,11 @@ async function run(opts) {
   fs.copyFileSync(binary(), bin);
   fs.chmodSync(bin, 0o755);
   const stateDir = tempDir('chaos-state');
+  const disk = mountTmpfs(16);
   const llamas = [];
-  for (let i = 0; i < 2; i++) llamas.push(await startLlama({ arch: 'llama', slots: 2, ctx: 4096, slotSaveDir: tempDir(`chaos-slots${i}`) }));
+  for (let i = 0; i < 2; i++) {
+    llamas.push(await startLlama({ arch: 'llama', slots: 2, ctx: 4096, slotSaveDir: i === 1 ? disk.dir : tempDir(`chaos-slots${i}`) }));
+  }
   const reference = await startLlama({ arch: 'llama', slots: 1, ctx: 4096 });
   const dir = tempDir('chaos-ws');
   const configFile = path.join(dir, 'warmslot.yaml');
@@ -243,12 +283,14 @@ async function run(opts) {
   const relays = [];
   for (let i = 0; i < llamas.length; i++) relays.push(await startRelay(() => llamas[i].url));
   const backends = llamas.map((l, i) => ({ name: `b${i}`, url: relays[i].url, slotSaveDir: l.saveDir }));
-  const writeConfig = (interval) => fs.writeFileSync(configFile, yamlConfig({ backends, extra: settings(stateDir, interval) }));
+  const writeConfig = (interval, cacheOn = true) =>
+    fs.writeFileSync(configFile, yamlConfig({ backends, extra: settings(stateDir, interval, cacheOn) }));
   writeConfig('200ms');
   let ws = await launchWarmslot(bin, configFile, logFile);
   const counts = new Map();
   const count = (k) => counts.set(k, (counts.get(k) ?? 0) + 1);
   const report = { hostile: {}, reload: '', kills: 0, wrong: 0, compared: 0, restores: 0, lost: 0,
+    full: disk.error ? `not run: no tmpfs (${disk.error})` : '', toggles: 0, alive: false, reserved: NaN, inFlight: NaN,
     savesHeld: 0, insideSave: false, after: [], recheck: { compared: 0, wrong: 0, restores: 0, errors: 0 } };
   let rssPeak = 0;
   const sampler = setInterval(() => { rssPeak = Math.max(rssPeak, rssKiB(ws.pid)); }, 200);
@@ -301,8 +343,41 @@ async function run(opts) {
       report.reload = await waitFor('the reload', () => (/config reloaded from/.test(fs.readFileSync(logFile, 'utf8')) ? 'applied' : null), 20000)
         .catch(() => 'not seen in the log');
     };
-    await Promise.all([...Array.from({ length: opts.concurrency }, worker), killer(), hostile()]);
+    // The cache switched off and on again while restores and saves run, every few seconds.
+    const reloads = () => (fs.readFileSync(logFile, 'utf8').match(/config reloaded from/g) ?? []).length;
+    const toggler = async () => {
+      for (let k = 0; k < 6 && Date.now() < deadline; k++) {
+        await sleep(4000);
+        const seen = reloads();
+        writeConfig('300ms', k % 2 === 1);
+        if (await waitFor('the reload', () => reloads() > seen, 20000).then(() => true, () => false)) report.toggles++;
+      }
+      const seen = reloads();
+      writeConfig('300ms', true);
+      await waitFor('the cache back on', () => reloads() > seen, 20000).catch(() => {});
+    };
+    // b1's slot directory fills up a few seconds in: its saves fail for want of room, its index
+    // cannot write. Freed again before the end, so the kill -9 below finds room to save.
+    const filler = async () => {
+      if (disk.error) return;
+      await sleep(8000);
+      const bytes = fillDisk(disk.dir);
+      report.full = `b1's slot directory, a ${disk.mib} MiB tmpfs, filled with ${(bytes / 1048576).toFixed(1)} MiB ` +
+        `${((Date.now() - t0) / 1000).toFixed(0)} s into the run`;
+      await sleep(Math.max(0, Math.min(60000, deadline - Date.now() - 20000)));
+      fs.rmSync(path.join(disk.dir, 'filler'), { force: true });
+      report.full += `, freed at ${((Date.now() - t0) / 1000).toFixed(0)} s`;
+    };
+    await Promise.all([...Array.from({ length: opts.concurrency }, worker), killer(), hostile(), toggler(), filler()]);
     loads.push(os.loadavg()[0]);
+    fs.rmSync(path.join(disk.dir, 'filler'), { force: true });
+    // The load is over: nothing may stay reserved (a leaked reservation keeps its slot from
+    // every later plan).
+    report.alive = ws.proc.running;
+    await waitFor('no reservation left', async () => (await metric(ws.url, 'warmslot_slots_reserved')) === 0 &&
+      (await metric(ws.url, 'warmslot_requests_in_flight')) === 0, 30000).catch(() => {});
+    report.reserved = await metric(ws.url, 'warmslot_slots_reserved').catch(() => NaN);
+    report.inFlight = await metric(ws.url, 'warmslot_requests_in_flight').catch(() => NaN);
     // Slot files on disk, then kill -9 warmslot while saves run.
     const before = llamas.map((l) => consistency(l.saveDir));
     // New prefixes, so that saves are due (on first use) when warmslot dies. The relays let
@@ -361,6 +436,7 @@ async function run(opts) {
     await ws.proc.stop('SIGTERM', 15000);
     for (const l of [...llamas, reference]) await l.proc.stop('SIGKILL');
     for (const r of relays) await r.stop();
+    disk.unmount();
   }
   report.counts = counts;
   report.rssPeakMiB = rssPeak / 1024;
@@ -384,6 +460,10 @@ function table(opts, r, ctx) {
     ['`<document ` + 200 KB without `>`', r.hostile.documentTag ?? 'not run'],
     ['slowloris headers (100 connections)', r.hostile.slowloris ?? 'not run'],
     ['config reload during the load', r.reload || 'not run'],
+    ['reloads switching the cache off and on', String(r.toggles)],
+    ['full disk', r.full || 'not reached'],
+    ['warmslot alive after the load', r.alive ? 'yes' : 'NO'],
+    ['slots reserved / requests in flight once the load ended (`/metrics` gauges)', `${r.reserved} / ${r.inFlight}`],
     ['answers compared with llama-server alone', `${r.compared} (${r.restores} after a disk restore)`],
     ['wrong answers (possible wrong restores)', String(r.wrong)],
     ['kill -9 of warmslot inside a save', r.insideSave
@@ -417,7 +497,12 @@ kills one backend llama-server with \`kill -9\` and starts it again on the same 
 directory; hostile inputs (a body of a million \`[\`, a chunk-size line whose extension never
 ends, sent up to a cap, a \`<document \` tag left open over 200 KB with the \`documents.delimiters\`
 rule on, and 100 slowloris connections that send a header byte a second); and a config reload
-(the watched YAML file is rewritten). Each backend sits behind a loopback relay that forwards
+(the watched YAML file is rewritten), then six more that switch the cache off and on again while
+restores and saves run; and a full disk: the second backend's slot directory is a 16 MiB tmpfs
+(mounting it needs root; without, the table says so) that a filler file fills up 8 s into the
+run and that is freed 20 s before its end. Once the load is over, the \`/metrics\` gauges
+\`warmslot_slots_reserved\` and \`warmslot_requests_in_flight\` must be 0: a reservation that an
+error or a cancellation did not end would keep its slot from every later plan. Each backend sits behind a loopback relay that forwards
 everything. Then it sends four requests with new documents, whose slot files are due on first
 use, with the relays holding back the answers of slot saves: llama-server writes the file, warmslot
 never hears back. As soon as one such answer is held, warmslot is killed with \`kill -9\`, so the

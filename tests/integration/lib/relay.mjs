@@ -8,18 +8,25 @@ import http from 'node:http';
 //   them all and clears `hold` (`held` counts them, `heldPaths` names them);
 // - save calls while `holdSaveAnswers` is set: llama-server gets them (and writes the file),
 //   the caller gets no answer (`saveAnswersHeld` counts those whose answer llama-server sent);
-// - restore calls while `holdRestores` is set: never forwarded nor answered.
+// - restore calls while `holdRestores` is set: never forwarded nor answered;
+// - requests whose path matches `holdOnly` (a RegExp) wait as above, the others pass;
+// - the first request whose path matches `holdFrom` (a RegExp) sets `hold`: it and every request
+//   after it wait as above;
+// - requests whose path matches `failPaths` (a RegExp): the connection is closed unanswered, as
+//   by a backend that dies on them; with `closeConnections` every answer ends its connection,
+//   so the caller never meets that close on a kept-alive (pooled) one.
 // Held answers end when the caller closes its connection, or at stop().
 export function startRelay(target, { hold = false } = {}) {
   const held = new Set();
   const waiting = [];
   const relay = { hold, held: 0, heldPaths: [], holdRestores: false, restoresHeld: 0,
-    holdSaveAnswers: false, saveAnswersHeld: 0 };
+    holdSaveAnswers: false, saveAnswersHeld: 0, failPaths: null, failed: 0,
+    closeConnections: false, holdFrom: null, holdOnly: null };
   // An end on one side ends the other, as a direct connection would: a backend that dies in
   // the middle of an answer cuts the answer, and a caller that leaves cancels the backend's work.
   const forward = (req, res) => {
     const up = http.request(`${target()}${req.url}`, { method: req.method, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode, r.headers);
+      res.writeHead(r.statusCode, relay.closeConnections ? { ...r.headers, connection: 'close' } : r.headers);
       r.pipe(res);
       r.on('error', () => res.destroy());
       r.on('close', () => { if (!r.complete) res.destroy(); });
@@ -29,11 +36,20 @@ export function startRelay(target, { hold = false } = {}) {
     req.pipe(up);
   };
   const server = http.createServer((req, res) => {
-    if (relay.hold) {
+    if (relay.holdFrom?.test(req.url)) {
+      relay.holdFrom = null;
+      relay.hold = true;
+    }
+    if (relay.hold || relay.holdOnly?.test(req.url)) {
       relay.held++;
       relay.heldPaths.push(`${req.method} ${req.url}`);
       req.pause();
       waiting.push([req, res]);
+      return;
+    }
+    if (relay.failPaths?.test(req.url)) {
+      relay.failed++;
+      req.socket.destroy();
       return;
     }
     if (relay.holdSaveAnswers && /[?&]action=save/.test(req.url)) {
@@ -58,6 +74,7 @@ export function startRelay(target, { hold = false } = {}) {
   });
   relay.release = () => {
     relay.hold = false;
+    relay.holdOnly = null;
     for (const [req, res] of waiting.splice(0)) {
       if (!res.destroyed) forward(req, res);
     }
