@@ -118,6 +118,11 @@ struct cache_settings {
     std::uint64_t min_prefix_tokens = 2048;  // shorter stable prefixes are not snapshotted
     std::uint64_t snapshot_after_uses = 1;   // snapshot a prefix on its Nth use
     millis slot_call_timeout{120'000};       // one slot save or restore call to llama-server
+    // Per-tenant budgets (cache.tenant_max_disk), per directory like max_disk: a tenant's files
+    // over its budget are evicted, none of another tenant's. By tenant name, "" the default
+    // tenant; "*" is every tenant not named. Tenants without one have only max_disk.
+    std::vector<std::pair<std::string, std::uint64_t>> tenant_max_disk;
+    std::optional<std::uint64_t> max_disk_of(std::string_view tenant) const;
 };
 
 // Request rewriting (see docs/rewriting.md and docs/config.md, "rewrite").

@@ -62,6 +62,9 @@ class reader {
     void read_api_keys(const entry& e, config& c) const;
     key_grant read_key_grant(const entry& e, std::string& key) const;
     http_settings read_http(const entry& e) const;
+    std::vector<std::pair<std::string, std::uint64_t>> read_tenant_budgets(const entry& e) const;
+    // After the whole file: each budget within max_disk, each named tenant one of a key's.
+    void check_tenant_budgets(const entry& cache, const config& c) const;
     std::string read_api_key(const entry& e) const;
     void check_api_key(const entry& e, const std::string& key, const std::string& from) const;
     limits read_limits(const entry& e) const;

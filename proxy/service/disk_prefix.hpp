@@ -38,6 +38,7 @@ struct disk_tier::prefix {
     std::vector<routing::prefix_level> levels;
     nlohmann::json messages;                  // the stable messages
     const nlohmann::json* body = nullptr;     // the whole request (lives during prepare)
+    std::string tenant;                       // whose request: its file is charged to them
 };
 
 }  // namespace warmslot::service

@@ -387,7 +387,8 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         if (starter_ && b.supervised()) starter_->used(static_cast<int>(i));  // idle_stop
         const std::optional<int> slot = planned ? t.p.slot : std::nullopt;
         if (slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp)) {
-            out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
+            out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat(),
+                                               out.caller ? out.caller->tenant : std::string());
         }
         const bool pin = slot && takes_id_slot(shape);
         if (slot && !pin) reg_.mark_floating(t);
