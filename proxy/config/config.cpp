@@ -452,6 +452,7 @@ config reader::read(const YAML::Node& root) {
     std::optional<entry> cache;   // its tenant budgets are checked once the keys are known
     std::optional<entry> groups;  // read once the backends are known
     read_map(top, {{"listen", [&](const entry& v) { c.listen = read_listen(v); }},
+                   {"tls", [&](const entry& v) { c.tls = read_tls(v); }},
                    {"backends",
                     [&](const entry& v) {
                         c.backends = read_backends(v);

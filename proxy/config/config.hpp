@@ -195,8 +195,20 @@ struct http_settings {
     std::vector<std::string> cors_origins;
 };
 
+// TLS on the listener (docs/security.md, "TLS"): off unless both files are set. The files are
+// read at start and again on every reload; the key file's content is never logged.
+struct tls_settings {
+    std::string cert_file;  // absolute path: PEM, the certificate first, then intermediates
+    std::string key_file;   // absolute path: PEM, its unencrypted private key
+    bool enabled() const noexcept { return !cert_file.empty(); }
+};
+
+// Whether this build can serve TLS (the CMake option WARMSLOT_TLS; off on Windows).
+bool tls_built() noexcept;
+
 struct config {
     listen_address listen;
+    tls_settings tls;
     std::vector<backend> backends;
     std::vector<swap_group> swap_groups;
     std::vector<std::string> api_keys;  // resolved secrets; empty = no key required. Never log.

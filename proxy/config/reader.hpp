@@ -58,6 +58,7 @@ class reader {
     millis read_duration(const entry& e, bool allow_zero = false) const;
 
     listen_address read_listen(const entry& e) const;
+    tls_settings read_tls(const entry& e) const;  // tls.cpp
     // access.cpp: api_keys (plain keys or {key, role, tenant} maps) and http.
     void read_api_keys(const entry& e, config& c) const;
     key_grant read_key_grant(const entry& e, std::string& key) const;
