@@ -13,7 +13,7 @@ set -euo pipefail
 run_packages=(
   build-essential cmake ninja-build git ca-certificates curl pkg-config
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libyaml-cpp-dev libsqlite3-dev libxxhash-dev libmimalloc-dev libre2-dev
+  libyaml-cpp-dev libsqlite3-dev libxxhash-dev libmimalloc-dev libre2-dev libssl-dev
 )
 # Testing it, and building and testing its package.
 test_packages=(

@@ -158,12 +158,13 @@ int runtime::run(const run_options& options) {
     const auto cfg = src_.current();
     if (options.console) {
         // A stable line on stdout so scripts and tests learn the port (listen port 0 picks one).
-        std::printf("warmslot listening on http://%s:%u\n", cfg->listen.host.c_str(),
-                    server_.port());
+        std::printf("warmslot listening on %s://%s:%u\n", cfg->tls.enabled() ? "https" : "http",
+                    cfg->listen.host.c_str(), server_.port());
         std::fflush(stdout);
     }
-    spdlog::info("listening on {}:{} with {} workers, {} backends", cfg->listen.host,
-                 server_.port(), workers_.size(), cfg->backends.size());
+    spdlog::info("listening on {}:{}{} with {} workers, {} backends", cfg->listen.host,
+                 server_.port(), cfg->tls.enabled() ? " (TLS, " + cfg->tls.cert_file + ")" : "",
+                 workers_.size(), cfg->backends.size());
     monitor_.start();
     supervisor_.start();
     watch_file();
@@ -264,6 +265,7 @@ void runtime::reload(const char* why) {
     auto plan = config::plan_reload(*running, std::move(parsed));
     try {
         assign_ports(plan.next);
+        server_.reload_tls(plan.next);  // the certificate and key files, read again
     } catch (const std::exception& e) {
         spdlog::error("config reload ({}) failed, the running config stays: {}", why, e.what());
         sd_notify::ready("config reload failed; running config kept");

@@ -10,6 +10,8 @@
 #include <system_error>
 #include <unordered_set>
 
+#include "cache/tenant_budget.hpp"
+
 namespace warmslot::cache {
 namespace {
 
@@ -32,12 +34,15 @@ constexpr const char* migrations[] = {
     "  restore_ms REAL NOT NULL,"
     "  prefill_seconds REAL NOT NULL);"
     "CREATE INDEX snapshots_last_used ON snapshots(last_used);",
+    // 2: the tenant a file is charged to; files of older versions belong to the default one.
+    "ALTER TABLE snapshots ADD COLUMN tenant TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX snapshots_tenant ON snapshots(tenant);",
 };
 static_assert(std::size(migrations) == index::schema_version);
 
 constexpr const char* select_row =
     "SELECT key, identity, file, tokens, bytes, created, last_used, hits, save_ms, restore_ms,"
-    " prefill_seconds FROM snapshots";
+    " prefill_seconds, tenant FROM snapshots";
 
 [[noreturn]] void fail(sqlite3* db, const fs::path& path, std::string_view op) {
     throw std::runtime_error("index " + path.string() + ": " + std::string(op) + ": " +
@@ -152,6 +157,7 @@ snapshot read_snapshot(const statement& st) {
     s.save_ms = st.real(8);
     s.restore_ms = st.real(9);
     s.prefill_seconds = st.real(10);
+    s.tenant = st.text(11);
     return s;
 }
 
@@ -328,12 +334,12 @@ void index::put(const snapshot& s) {
     std::lock_guard lock(mu_);
     statement st(db_, db_path_, "put",
                  "INSERT OR REPLACE INTO snapshots (key, identity, file, tokens, bytes, created,"
-                 " last_used, hits, save_ms, restore_ms, prefill_seconds)"
-                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+                 " last_used, hits, save_ms, restore_ms, prefill_seconds, tenant)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
     st.bind_text(1, s.key).bind_text(2, s.identity).bind_text(3, s.file);
     st.bind_uint(4, s.tokens).bind_uint(5, s.bytes).bind_int(6, s.created);
     st.bind_int(7, s.last_used).bind_uint(8, s.hits).bind_real(9, s.save_ms);
-    st.bind_real(10, s.restore_ms).bind_real(11, s.prefill_seconds);
+    st.bind_real(10, s.restore_ms).bind_real(11, s.prefill_seconds).bind_text(12, s.tenant);
     st.run();
 }
 
@@ -390,6 +396,26 @@ std::vector<std::string> index::enforce_budget(std::uint64_t budget,
         total -= c.bytes;
         dropped.push_back(c.key);
     }
+    return dropped;
+}
+
+std::vector<std::string> index::enforce_tenant_budget(const std::string& tenant,
+                                                      std::uint64_t budget,
+                                                      const std::vector<std::string>& pinned) {
+    std::lock_guard lock(mu_);
+    std::vector<stored_file> files;
+    {
+        statement st(db_, db_path_, "enforce_tenant_budget",
+                     "SELECT key, bytes, hits, prefill_seconds, last_used FROM snapshots"
+                     " WHERE tenant = ?1");
+        st.bind_text(1, tenant);
+        while (st.step()) {
+            files.push_back(stored_file{st.text(0), tenant, st.uinteger(1), st.uinteger(2),
+                                        st.real(3), st.integer(4)});
+        }
+    }
+    auto dropped = tenant_evictions(files, tenant, budget, pinned);
+    for (const auto& key : dropped) drop_locked(key);
     return dropped;
 }
 

@@ -34,11 +34,13 @@ struct snapshot {
     double save_ms = 0;
     double restore_ms = 0;
     double prefill_seconds = 0;  // what recomputing it would cost (tokens / learned rate)
+    std::string tenant;          // whose request wrote it ("" the default tenant): whose disk
+                                 // budget it counts against (docs/security.md)
 };
 
 class index {
   public:
-    static constexpr int schema_version = 1;
+    static constexpr int schema_version = 2;
 
     // Opens (creating or migrating) the database at `db_path` and reconciles it with the files
     // in `slot_dir` whose names start with "ws-" and end with ".bin": rows whose file is missing
@@ -68,6 +70,12 @@ class index {
     // dropped keys.
     std::vector<std::string> enforce_budget(std::uint64_t budget,
                                             const std::vector<std::string>& pinned);
+
+    // Drops `tenant`'s rows (and files), none of another tenant's, until that tenant's files
+    // total at most `budget`, in the order of enforce_budget (cache::tenant_evictions). Keys in
+    // `pinned` are never dropped. Returns the dropped keys.
+    std::vector<std::string> enforce_tenant_budget(const std::string& tenant, std::uint64_t budget,
+                                                   const std::vector<std::string>& pinned);
 
     std::vector<snapshot> all() const;
     const std::filesystem::path& slot_dir() const { return slot_dir_; }

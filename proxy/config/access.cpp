@@ -1,9 +1,10 @@
-// Who may call warmslot: the keys with their roles and tenants, and what HTTP clients (browsers
-// above all) may send: the Host names and the CORS origins.
+// Who may call warmslot: the keys with their roles and tenants, the tenants' disk budgets, and
+// what HTTP clients (browsers above all) may send: the Host names and the CORS origins.
 #include <algorithm>
 #include <string>
 
 #include "config/reader.hpp"
+#include "util/units.hpp"
 
 namespace warmslot::config::detail {
 namespace {
@@ -74,6 +75,56 @@ key_grant reader::read_key_grant(const entry& e, std::string& key) const {
     return out;
 }
 
+// {tenant: size, "*": size}: a budget per tenant; "*" for every tenant not named.
+std::vector<std::pair<std::string, std::uint64_t>> reader::read_tenant_budgets(
+    const entry& e) const {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    if (e.node.IsNull()) return out;
+    if (!e.node.IsMap())
+        fail(e.line, e.path,
+             "expected a map of tenant names to sizes, found " + std::string(kind_of(e.node)));
+    for (const auto& kv : e.node) {
+        const int key_line = line_of(kv.first, e.line);
+        if (!kv.first.IsScalar()) fail(key_line, e.path, "tenant names must be plain strings");
+        const std::string name = kv.first.Scalar();
+        const std::string path = e.path + "[\"" + name + "\"]";
+        const bool valid = name == "*" || (!name.empty() && name.size() <= 64 &&
+                                           std::all_of(name.begin(), name.end(), tenant_char));
+        if (!valid)
+            fail(key_line, path,
+                 "must be a tenant name (1 to 64 characters from A-Z a-z 0-9 . _ -) "
+                 "or \"*\" for every other tenant");
+        for (const auto& seen : out) {
+            if (seen.first == name) fail(key_line, path, "duplicate tenant");
+        }
+        const int value_line = kv.second.IsNull() ? key_line : line_of(kv.second, key_line);
+        out.emplace_back(
+            name, read_size(entry{kv.second, path, value_line}, 1024 * 1024, UINT64_MAX / 2));
+    }
+    return out;
+}
+
+void reader::check_tenant_budgets(const entry& cache, const config& c) const {
+    if (c.cache.tenant_max_disk.empty()) return;
+    const entry budgets{cache.node["tenant_max_disk"], child_path(cache.path, "tenant_max_disk"),
+                        cache.line};
+    for (const auto& kv : budgets.node) {
+        const std::string name = kv.first.Scalar();
+        const int line = line_of(kv.first, budgets.line);
+        const std::string path = budgets.path + "[\"" + name + "\"]";
+        const auto& budget =
+            *std::find_if(c.cache.tenant_max_disk.begin(), c.cache.tenant_max_disk.end(),
+                          [&](const auto& b) { return b.first == name; });
+        if (budget.second > c.cache.max_disk)
+            fail(line, path,
+                 "must not exceed cache.max_disk (" + util::format_size(c.cache.max_disk) + ")");
+        const bool known =
+            name == "*" || std::any_of(c.key_grants.begin(), c.key_grants.end(),
+                                       [&](const key_grant& g) { return g.tenant == name; });
+        if (!known) fail(line, path, "no key in api_keys has tenant \"" + name + "\"");
+    }
+}
+
 http_settings reader::read_http(const entry& e) const {
     http_settings out;
     read_map(e, {{"allowed_hosts",
@@ -104,3 +155,17 @@ http_settings reader::read_http(const entry& e) const {
 }
 
 }  // namespace warmslot::config::detail
+
+namespace warmslot::config {
+
+std::optional<std::uint64_t> cache_settings::max_disk_of(std::string_view tenant) const {
+    const std::pair<std::string, std::uint64_t>* others = nullptr;
+    for (const auto& b : tenant_max_disk) {
+        if (b.first == tenant) return b.second;
+        if (b.first == "*") others = &b;
+    }
+    if (others) return others->second;
+    return std::nullopt;
+}
+
+}  // namespace warmslot::config

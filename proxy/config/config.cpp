@@ -277,7 +277,9 @@ cache_settings reader::read_cache(const entry& e) const {
                  {"snapshot_after_uses",
                   [&](const entry& v) { out.snapshot_after_uses = read_count(v, 1, 1'000'000); }},
                  {"slot_call_timeout",
-                  [&](const entry& v) { out.slot_call_timeout = read_duration(v); }}});
+                  [&](const entry& v) { out.slot_call_timeout = read_duration(v); }},
+                 {"tenant_max_disk",
+                  [&](const entry& v) { out.tenant_max_disk = read_tenant_budgets(v); }}});
     if (out.dir.empty()) out.dir = default_cache_dir();
     return out;
 }
@@ -447,9 +449,10 @@ config reader::read(const YAML::Node& root) {
         fail(top.line, "", "expected a map of settings, found " + std::string(kind_of(root)));
     config c;
     int backends_line = 0;
-    bool have_cache = false;
+    std::optional<entry> cache;   // its tenant budgets are checked once the keys are known
     std::optional<entry> groups;  // read once the backends are known
     read_map(top, {{"listen", [&](const entry& v) { c.listen = read_listen(v); }},
+                   {"tls", [&](const entry& v) { c.tls = read_tls(v); }},
                    {"backends",
                     [&](const entry& v) {
                         c.backends = read_backends(v);
@@ -463,7 +466,7 @@ config reader::read(const YAML::Node& root) {
                    {"cache",
                     [&](const entry& v) {
                         c.cache = read_cache(v);
-                        have_cache = true;
+                        cache = v;
                     }},
                    {"rewrite", [&](const entry& v) { c.rewrite = read_rewrite(v); }},
                    {"log", [&](const entry& v) { c.log = read_log(v); }},
@@ -472,7 +475,8 @@ config reader::read(const YAML::Node& root) {
     if (backends_line == 0)
         fail(top.line, "backends", "is required; list at least one llama-server");
     if (groups) c.swap_groups = read_swap_groups(*groups, c, top);
-    if (!have_cache) c.cache.dir = default_cache_dir();
+    if (!cache) c.cache.dir = default_cache_dir();
+    if (cache) check_tenant_budgets(*cache, c);
     default_slot_paths(c, top, backends_line);
     return c;
 }

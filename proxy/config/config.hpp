@@ -122,6 +122,11 @@ struct cache_settings {
     std::uint64_t min_prefix_tokens = 2048;  // shorter stable prefixes are not snapshotted
     std::uint64_t snapshot_after_uses = 1;   // snapshot a prefix on its Nth use
     millis slot_call_timeout{120'000};       // one slot save or restore call to llama-server
+    // Per-tenant budgets (cache.tenant_max_disk), per directory like max_disk: a tenant's files
+    // over its budget are evicted, none of another tenant's. By tenant name, "" the default
+    // tenant; "*" is every tenant not named. Tenants without one have only max_disk.
+    std::vector<std::pair<std::string, std::uint64_t>> tenant_max_disk;
+    std::optional<std::uint64_t> max_disk_of(std::string_view tenant) const;
 };
 
 // Request rewriting (see docs/rewriting.md and docs/config.md, "rewrite").
@@ -194,8 +199,20 @@ struct http_settings {
     std::vector<std::string> cors_origins;
 };
 
+// TLS on the listener (docs/security.md, "TLS"): off unless both files are set. The files are
+// read at start and again on every reload; the key file's content is never logged.
+struct tls_settings {
+    std::string cert_file;  // absolute path: PEM, the certificate first, then intermediates
+    std::string key_file;   // absolute path: PEM, its unencrypted private key
+    bool enabled() const noexcept { return !cert_file.empty(); }
+};
+
+// Whether this build can serve TLS (the CMake option WARMSLOT_TLS; off on Windows).
+bool tls_built() noexcept;
+
 struct config {
     listen_address listen;
+    tls_settings tls;
     std::vector<backend> backends;
     std::vector<swap_group> swap_groups;
     std::vector<std::string> api_keys;  // resolved secrets; empty = no key required. Never log.

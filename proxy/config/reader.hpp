@@ -58,10 +58,14 @@ class reader {
     millis read_duration(const entry& e, bool allow_zero = false) const;
 
     listen_address read_listen(const entry& e) const;
+    tls_settings read_tls(const entry& e) const;  // tls.cpp
     // access.cpp: api_keys (plain keys or {key, role, tenant} maps) and http.
     void read_api_keys(const entry& e, config& c) const;
     key_grant read_key_grant(const entry& e, std::string& key) const;
     http_settings read_http(const entry& e) const;
+    std::vector<std::pair<std::string, std::uint64_t>> read_tenant_budgets(const entry& e) const;
+    // After the whole file: each budget within max_disk, each named tenant one of a key's.
+    void check_tenant_budgets(const entry& cache, const config& c) const;
     std::string read_api_key(const entry& e) const;
     void check_api_key(const entry& e, const std::string& key, const std::string& from) const;
     limits read_limits(const entry& e) const;

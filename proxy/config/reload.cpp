@@ -81,6 +81,13 @@ reload_plan plan_reload(const config& running, config parsed) {
                               running.listen.host + ":" + std::to_string(running.listen.port));
         parsed.listen = running.listen;
     }
+    // The listener speaks TLS or not from its start; with TLS on, the files are read again.
+    if (parsed.tls.enabled() != running.tls.enabled()) {
+        out.changes.push_back(std::string("tls: turning it ") +
+                              (parsed.tls.enabled() ? "on" : "off") +
+                              " takes effect at the next start");
+        parsed.tls = running.tls;
+    }
     out.next = std::move(parsed);
     return out;
 }

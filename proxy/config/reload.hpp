@@ -29,7 +29,8 @@ std::size_t active_backends(const config& cfg);
 bool same_backend(const backend& a, const backend& b);
 
 // `running` is the snapshot in use, `parsed` the freshly validated file. Settings that only
-// take effect at start (listen address) keep their running value and say so in `changes`.
+// take effect at start (listen address, TLS on or off) keep their running value and say so in
+// `changes`. With TLS on before and after, the new certificate and key files are used.
 reload_plan plan_reload(const config& running, config parsed);
 
 }  // namespace warmslot::config

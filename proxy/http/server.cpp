@@ -253,6 +253,7 @@ server::~server() = default;
 
 void server::listen() {
     const auto cfg = src_.current();
+    if (cfg->tls.enabled()) reload_tls(*cfg);
     error_code ec;
     const auto address = net::ip::make_address(cfg->listen.host == "localhost" ? "127.0.0.1"
                                                                                : cfg->listen.host,
@@ -267,6 +268,18 @@ void server::listen() {
     acceptor_.listen(net::socket_base::max_listen_connections);
     port_ = acceptor_.local_endpoint().port();
     net::co_spawn(acceptor_.get_executor(), accept_loop(), net::detached);
+}
+
+void server::reload_tls(const config::config& cfg) {
+    if (!cfg.tls.enabled()) return;
+    auto context = tls::load_server_context(cfg.tls.cert_file, cfg.tls.key_file);
+    const std::lock_guard lock(tls_mu_);
+    tls_ = std::move(context);
+}
+
+std::shared_ptr<const tls::server_context> server::tls_context() const {
+    const std::lock_guard lock(tls_mu_);
+    return tls_;
 }
 
 awaitable<void> server::accept_loop() {
@@ -342,7 +355,8 @@ awaitable<void> server::session(tcp::socket socket, std::size_t worker) {
     ending end = ending::close;
     try {
         bool first = true;
-        while (!stopping_) {
+        const bool open = co_await handshake(stream);
+        while (open && !stopping_) {
             end = co_await serve_one(stream, buffer, first, worker);
             if (end != ending::keep) break;
             first = false;
@@ -353,6 +367,20 @@ awaitable<void> server::session(tcp::socket socket, std::size_t worker) {
     }
     co_await close_gracefully(stream, end == ending::linger);
     --connections_;
+}
+
+// With TLS on: the handshake, within timeouts.header_read. Whether requests may follow.
+awaitable<bool> server::handshake(timed_stream& stream) {
+    auto context = tls_context();
+    if (!context) co_return true;
+    stream.expires_after(src_.current()->timeouts.header_read);
+    const auto shook = co_await tls::accept(stream, std::move(context));
+    stream.expires_never();
+    if (shook == tls::handshake_result::ok) co_return true;
+    log()->debug("TLS handshake from {}: {}", peer_of(stream),
+                 shook == tls::handshake_result::plain_http ? "plain HTTP, answered 400"
+                                                            : "failed, or not done in time");
+    co_return false;
 }
 
 // Waits for the first bytes of a request on a connection with nothing buffered, on the

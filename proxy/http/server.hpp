@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "http/refusals.hpp"
 #include "net/beast.hpp"
 #include "net/timed_stream.hpp"
+#include "net/tls.hpp"
 
 namespace warmslot::http_server {
 
@@ -72,8 +74,13 @@ public:
     server(const config::source& src, workers& w, handler h, screen s = {});
     ~server();
 
-    // Binds and listens; throws std::system_error naming the address on failure.
+    // Binds and listens; throws std::system_error naming the address on failure, and
+    // std::runtime_error when TLS is configured and its files do not load.
     void listen();
+    // With TLS on: reads the certificate and key files again for the connections accepted from
+    // now on (a reload); the ones open keep theirs. Throws std::runtime_error when they do not
+    // load, and the files in use stay. Thread-safe.
+    void reload_tls(const config::config& cfg);
     std::uint16_t port() const { return port_; }
 
     // Stops accepting; in-flight requests may finish within the grace period, then the
@@ -107,6 +114,7 @@ private:
 
     awaitable<void> accept_loop();
     awaitable<void> session(tcp::socket socket, std::size_t worker);
+    awaitable<bool> handshake(timed_stream& stream);
     awaitable<void> refuse_connection(tcp::socket socket, std::size_t limit);
     awaitable<ending> serve_one(timed_stream& stream, beast::flat_buffer& buffer, bool first,
                                 std::size_t worker);
@@ -116,6 +124,7 @@ private:
                                                http::request_parser<http::string_body>& parser,
                                                const std::string& id, const config::config& cfg);
     void close_idle(std::size_t worker);  // on that worker
+    std::shared_ptr<const tls::server_context> tls_context() const;
 
     const config::source& src_;
     workers& workers_;
@@ -131,6 +140,8 @@ private:
     std::atomic<bool> stopping_{false};
     refusal_counts refusals_;
     std::vector<idle_link*> idle_;  // per worker: the head of its list; used on that worker
+    mutable std::mutex tls_mu_;
+    std::shared_ptr<const tls::server_context> tls_;  // null: plain HTTP. Guarded by tls_mu_
 };
 
 // Writes a response with a string body as one gather write (the serialized header, then the

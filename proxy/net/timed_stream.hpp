@@ -19,9 +19,15 @@
 //
 // Used on one thread at a time (its executor's); the stream must outlive its pending
 // operations, as a socket must.
+//
+// A server connection may speak TLS (POSIX builds with WARMSLOT_TLS): after tls::accept
+// (net/tls.hpp) its reads and writes go through an OpenSSL session on the same socket, under the
+// same deadline. The TLS types stay in net/tls.cpp: here the handler of a TLS operation is
+// type-erased (one allocation per operation, only on TLS connections).
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <utility>
 
@@ -81,7 +87,56 @@ namespace warmslot {
 
 class timed_stream;
 
+namespace tls {
+class session;    // net/tls.cpp
+class transport;  // net/tls.cpp
+struct session_deleter {
+    void operator()(session* s) const noexcept;
+};
+}  // namespace tls
+
 namespace detail {
+
+// A completion handler of (error_code, size_t), type-erased for the TLS session, whose
+// operations are not templates. Move-only; invoked at most once, after its memory is freed.
+class erased_handler {
+public:
+    template <typename Handler>
+    explicit erased_handler(Handler&& h)
+        : impl_(std::make_unique<impl<std::decay_t<Handler>>>(std::forward<Handler>(h))) {}
+    void operator()(error_code ec, std::size_t n) {
+        auto* p = impl_.release();
+        p->invoke_and_free(ec, n);
+    }
+
+private:
+    struct base {
+        virtual ~base() = default;
+        virtual void invoke_and_free(error_code ec, std::size_t n) = 0;
+    };
+    template <typename Handler>
+    struct impl final : base {
+        explicit impl(Handler&& h) : handler(std::move(h)) {}
+        void invoke_and_free(error_code ec, std::size_t n) override {
+            Handler local(std::move(handler));
+            delete this;
+            std::move(local)(ec, n);
+        }
+        Handler handler;
+    };
+    std::unique_ptr<base> impl_;
+};
+
+// The first non-empty buffer of a sequence: what one TLS read or write moves at most.
+template <typename Buffer, typename Buffers>
+Buffer first_buffer(const Buffers& buffers) {
+    for (auto it = net::buffer_sequence_begin(buffers); it != net::buffer_sequence_end(buffers);
+         ++it) {
+        const Buffer b(*it);
+        if (b.size() > 0) return b;
+    }
+    return Buffer();
+}
 
 // Completion handler of a stream's operation: ends it as pending and reports an error as a
 // timeout once the stream's deadline has cut it. Forwards the inner handler's associated
@@ -129,6 +184,12 @@ public:
     auto async_read_some(const MutableBuffers& buffers, Token&& token) {
         return net::async_initiate<Token, void(error_code, std::size_t)>(
             [](auto handler, timed_stream* self, const MutableBuffers& b) {
+                if (self->tls_) {
+                    // Under the deadline: each socket operation of the TLS session is.
+                    self->tls_read_some(detail::first_buffer<net::mutable_buffer>(b),
+                                        detail::erased_handler(std::move(handler)));
+                    return;
+                }
                 self->socket_.async_read_some(b, self->mapped(std::move(handler)));
             },
             token, this, buffers);
@@ -138,6 +199,11 @@ public:
     auto async_write_some(const ConstBuffers& buffers, Token&& token) {
         return net::async_initiate<Token, void(error_code, std::size_t)>(
             [](auto handler, timed_stream* self, const ConstBuffers& b) {
+                if (self->tls_) {
+                    self->tls_write_some(detail::first_buffer<net::const_buffer>(b),
+                                         detail::erased_handler(std::move(handler)));
+                    return;
+                }
                 self->socket_.async_write_some(b, self->mapped(std::move(handler)));
             },
             token, this, buffers);
@@ -169,6 +235,12 @@ private:
 
     template <typename Handler>
     friend struct detail::timeout_mapped;
+    friend class tls::session;
+    friend class tls::transport;
+
+    // net/tls.cpp: one read or write through the TLS session.
+    void tls_read_some(net::mutable_buffer b, detail::erased_handler h);
+    void tls_write_some(net::const_buffer b, detail::erased_handler h);
 
     // An operation starts: the deadline now counts.
     template <typename Handler>
@@ -187,6 +259,7 @@ private:
     bool timed_out_ = false;
     net::steady_timer timer_;
     std::shared_ptr<timer_state> state_;
+    std::unique_ptr<tls::session, tls::session_deleter> tls_;  // set by tls::accept
 };
 
 template <typename Handler>

@@ -66,7 +66,8 @@ awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
             co_return;
         }
         const auto& w = std::get<api::warm_request>(parsed);
-        auto result = co_await disk_->warm(pool, api::warm_chat_body(w, warm_question), w.model);
+        auto result = co_await disk_->warm(pool, api::warm_chat_body(w, warm_question), w.model,
+                                           out.caller ? out.caller->tenant : std::string());
         if (auto* e = std::get_if<warm_error>(&result)) {
             co_await fail(ex, out, e->kind, std::move(e->message));
             co_return;

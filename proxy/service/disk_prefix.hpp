@@ -42,6 +42,7 @@ struct disk_tier::prefix {
     // that switches the cache off meanwhile stops the next requests' work, not this one's
     // (indexes are never closed while warmslot runs, so the pointer stays valid).
     cache::index* index = nullptr;
+    std::string tenant;                       // whose request: its file is charged to them
 };
 
 }  // namespace warmslot::service

@@ -60,8 +60,9 @@ json to_json(const save_report& r) {
 void disk_tier::remember(int backend, int slot, const prefix& p) {
     std::lock_guard lock(mu_);
     auto& m = slot_prefixes_[{backend, slot}];
-    if (m.key == p.key && m.body) return;
+    if (m.key == p.key && m.body && m.tenant == p.tenant) return;
     m.key = p.key;
+    m.tenant = p.tenant;
     m.levels = p.levels;
     m.body = stable_body(*p.body, p.levels.size());
 }
@@ -146,6 +147,7 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
         const auto& messages = (*m->body)["messages"];
         for (std::size_t i = 0; i < m->levels.size(); ++i) p.messages.push_back(messages[i]);
         p.body = m->body.get();
+        p.tenant = m->tenant;
         const auto a = co_await snapshot(pool, t, p, on_demand);
         r.saved = a.what == disk_action::kind::snapshotted;
         r.tokens = a.tokens;
@@ -181,7 +183,8 @@ awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backen
 }
 
 awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool& pool, json body,
-                                                                 std::string model) {
+                                                                 std::string model,
+                                                                 std::string tenant) {
     using result = std::variant<slot_report, warm_error>;
     const auto fp = routing::fingerprint_request(routing::request_kind::chat, body);
     if (!fp || fp->stable_levels == 0) {
@@ -227,6 +230,7 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
                          fmt::format("the prefix is shorter than cache.min_prefix_tokens ({})",
                                      src_.current()->cache.min_prefix_tokens));
     }
+    p->tenant = std::move(tenant);
     slot_report r;
     r.backend = name;
     r.slot = *t.p.slot;

@@ -148,8 +148,11 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         });
         co_return a;
     }
-    co_await on_index(index_ex_, [this, idx, s, max_disk = cfg->cache.max_disk] {
+    co_await on_index(index_ex_, [this, idx, s, max_disk = cfg->cache.max_disk,
+                                  own = cfg->cache.max_disk_of(s.tenant)] {
         idx->put(s);
+        // The tenant's own budget first (only its files), then the directory's (anyone's).
+        if (own) idx->enforce_tenant_budget(s.tenant, *own, leases_.held());
         return idx->enforce_budget(max_disk, leases_.held());
     });
     a.what = disk_action::kind::snapshotted;
@@ -213,6 +216,7 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
         co_return false;
     }
     s.key = p.key;
+    s.tenant = p.tenant;
     s.identity = reg_.info(t.p.backend)->identity;
     s.file = file;
     s.tokens = reply.value("n_saved", std::uint64_t{0});

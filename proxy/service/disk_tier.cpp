@@ -169,11 +169,13 @@ std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
 }
 
 awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket& t,
-                                          const routing::fingerprint& fp, const json& body) {
+                                          const routing::fingerprint& fp, const json& body,
+                                          std::string tenant) {
     disk_action none;
     if (!t.p.slot || !enabled_for(t.p.backend)) co_return none;
     auto p = stable_prefix(t.p.backend, fp, body);
     if (!p) co_return none;
+    p->tenant = std::move(tenant);
     const bool judged = !(body.contains("cache_prompt") && body["cache_prompt"] == false);
     auto* idx = p->index;
     // Nothing here fails the request: an index error (SQLITE_FULL on a full disk) only skips

@@ -96,9 +96,11 @@ public:
 
     // Before a chat request pinned to a slot runs: restore its stable prefix from disk when the
     // slot does not hold it, or prime the slot with exactly that prefix and save it when it is
-    // long enough and not on disk yet.
+    // long enough and not on disk yet. A file it saves is charged to `tenant` (the caller's):
+    // over that tenant's budget (cache.tenant_max_disk), that tenant's files are evicted.
     awaitable<disk_action> prepare(upstream::pool& pool, routing::ticket& t,
-                                   const routing::fingerprint& fp, const nlohmann::json& body);
+                                   const routing::fingerprint& fp, const nlohmann::json& body,
+                                   std::string tenant);
 
     // A floating request (llama-server chooses its slot) whose planned slot now holds its
     // stable prefix: erases the idle slots llama-server would choose instead
@@ -123,9 +125,10 @@ public:
 
     // Primes an idle slot of a backend serving the chat request `body` with its stable prefix
     // (everything before the final user turn) and saves it, ignoring snapshot_after_uses.
-    // `model` is the name to route by ("" = any backend). POST /admin/warm.
-    awaitable<std::variant<slot_report, warm_error>> warm(upstream::pool& pool,
-                                                          nlohmann::json body, std::string model);
+    // `model` is the name to route by ("" = any backend); the file is charged to `tenant`.
+    // POST /admin/warm.
+    awaitable<std::variant<slot_report, warm_error>> warm(upstream::pool& pool, nlohmann::json body,
+                                                          std::string model, std::string tenant);
 
     // Every open index's files, read on the index thread (service/disk_listing.cpp).
     awaitable<std::vector<disk_listing>> listing();
@@ -197,6 +200,7 @@ private:
         std::string key;
         std::vector<routing::prefix_level> levels;
         std::shared_ptr<const nlohmann::json> body;  // stable messages + the turn after them
+        std::string tenant;  // whose request brought it: a save charges that tenant
     };
     std::map<std::pair<int, int>, remembered> slot_prefixes_;
     std::optional<remembered> remembered_at(int backend, int slot) const;

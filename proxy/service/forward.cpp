@@ -455,7 +455,8 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         }
         if (slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp)) {
             r.preparing(true);
-            out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat());
+            out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat(),
+                                               out.caller ? out.caller->tenant : std::string());
             if (!takes_id_slot(shape)) co_await disk_->clear_rivals(pool, t, *fp);
         }
         // The disk tier's calls met a closed pooled connection and went on over a new one: the

@@ -158,6 +158,9 @@ dashboard: {enabled: false, previews: false}
   ['tenant with a space', `${url}api_keys:\n  - {key: literal-key-2, tenant: "a b"}\n`, false],
   ['key map without its key', `${url}api_keys:\n  - {role: client}\n`, false],
   ['short key in a map', `${url}api_keys:\n  - {key: short}\n`, false],
+  ['tenant disk budgets', `${url}api_keys:\n  - {key: literal-key-2, tenant: team-a}\ncache:\n  tenant_max_disk:\n    team-a: 20GiB\n    "*": 5GiB\n`, true],
+  ['tenant disk budget with a bad name', `${url}cache:\n  tenant_max_disk:\n    "a b": 5GiB\n`, false],
+  ['tenant disk budgets as a size', `${url}cache:\n  tenant_max_disk: 5GiB\n`, false],
   ['http settings', `${url}http:\n  allowed_hosts: [warmslot.lan, "*"]\n  cors_origins: ["https://app.example", "http://localhost:3000"]\n`, true],
   ['origin with a path', `${url}http:\n  cors_origins: ["https://app.example/x"]\n`, false],
   ['origin without a scheme', `${url}http:\n  cors_origins: [app.example]\n`, false],
@@ -205,6 +208,8 @@ const parserOnly = [
   ['min_bytes below its range', rules('documents:\n  min_bytes: 32\n')],
   ['max_note_bytes above its range', rules('documents:\n  max_note_bytes: 2MiB\n')],
   ['invalid regex', rules('volatile_lines:\n  patterns: ["("]\n')],
+  ['tenant disk budget of a tenant no key has', `${url}cache:\n  tenant_max_disk:\n    team-z: 5GiB\n`],
+  ['tenant disk budget over max_disk', `${url}api_keys:\n  - {key: literal-key-2, tenant: t}\ncache:\n  max_disk: 1GiB\n  tenant_max_disk: {t: 2GiB}\n`],
   ['edit_id with only escaped parentheses', rules("documents:\n  edit_id: '\\(id\\)'\n")],
 ];
 for (const [what, text] of parserOnly) {

@@ -3,7 +3,7 @@
 // client text that never reaches a terminal raw. Real llama-server processes on tiny models.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -28,11 +28,13 @@ const keyLines = `api_keys:
 `;
 const routingFast = 'routing:\n  reconcile_interval: 100ms\n';
 
-async function setup(extra = '', apiKeys) {
+// `disk`: warmslot gets the slot directory (the disk tier on).
+async function setup(extra = '', apiKeys, { disk = false } = {}) {
   const llama = await startLlama({ slots: 3, ctx: 8192 });
   let ws;
   try {
-    ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url }], extra: routingFast + extra, apiKeys });
+    const backend = { name: 'b', url: llama.url, slotSaveDir: disk ? llama.saveDir : undefined };
+    ws = await startWarmslot({ backends: [backend], extra: routingFast + extra, apiKeys });
   } catch (e) {
     await llama.stop();
     throw e;
@@ -380,5 +382,36 @@ test('run.sh installs only what building and running need; the cluster\'s HAProx
     const check = spawnSync('haproxy', ['-c', '-f', file], { encoding: 'utf8' });
     assert.equal(check.status, 0, check.stdout + check.stderr);
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('disk budget: a tenant filling its own budget deletes its own files, never another tenant\'s', { timeout: 300000 }, async () => {
+  // Every document below makes a slot file of about 4.7 MB (4,500 tokens of the tiny llama
+  // model, about 1,040 bytes a token): b's budget holds two, max_disk four.
+  const docBytes = 4500;
+  const s = await setup(`${keyLines}cache:\n  min_prefix_tokens: 1024\n  max_disk: 20MiB\n  tenant_max_disk:\n    b: 10MiB\n`, undefined, { disk: true });
+  try {
+    await waitFor('routing', async () => (await getJson(`${s.ws.url}/health`, { headers: bearer(keys.admin) })).body.backends?.[0]?.routing, 30000);
+    const ask = async (key, doc) => {
+      const r = await postJson(`${s.ws.url}/v1/chat/completions`, chat(doc, 'Which line comes first?'), bearer(key));
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return r.headers.get('x-warmslot-disk') ?? '';
+    };
+    const rows = () => execFileSync('sqlite3', ['-separator', ' ', path.join(s.llama.saveDir, 'warmslot-index.sqlite'),
+      'SELECT key, tenant, bytes FROM snapshots ORDER BY key;'], { encoding: 'utf8' })
+      .trim().split('\n').filter(Boolean).map((l) => { const [key, tenant, bytes] = l.split(' '); return { key, tenant, bytes: Number(bytes) }; });
+    assert.match(await ask(keys.a, makeDocument(900, docBytes)), /^snapshot \d+ tokens$/);
+    const [ofA] = rows();
+    assert.equal(ofA.tenant, 'a');
+    // b fills its budget several times over: six documents of its own.
+    for (let i = 0; i < 6; i++) assert.match(await ask(keys.b, makeDocument(910 + i, docBytes)), /^snapshot \d+ tokens$/);
+    const after = rows();
+    const ofB = after.filter((r) => r.tenant === 'b');
+    assert.ok(ofB.length < 6, `b's own files were evicted (${ofB.length} left)`);
+    assert.ok(ofB.reduce((n, r) => n + r.bytes, 0) <= 10 * 1024 * 1024, 'b stays within its budget');
+    assert.ok(after.some((r) => r.key === ofA.key), 'a\'s file is still there');
+    assert.ok(fs.existsSync(path.join(s.llama.saveDir, `ws-${ofA.key}.bin`)));
+  } finally {
+    await s.stop();
   }
 });

@@ -140,7 +140,7 @@ TEST_CASE("cache index: open creates the schema in WAL mode") {
     }
     raw_db raw(dir.db);
     CHECK(raw.query("PRAGMA journal_mode") == "wal");
-    CHECK(raw.query("SELECT value FROM meta WHERE name = 'schema_version'") == "1");
+    CHECK(raw.query("SELECT value FROM meta WHERE name = 'schema_version'") == "2");
     CHECK(raw.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'") ==
           "snapshots");
     CHECK(raw.query("SELECT sql FROM sqlite_master WHERE type = 'index'"
@@ -262,7 +262,7 @@ TEST_CASE("cache index: a database from a newer warmslot is refused") {
         message = e.what();
     }
     CHECK(message ==
-          "index " + dir.db.string() + " has schema version 99; this warmslot knows up to 1");
+          "index " + dir.db.string() + " has schema version 99; this warmslot knows up to 2");
     raw_db raw(dir.db);
     CHECK(raw.query("SELECT value FROM meta WHERE name = 'schema_version'") == "99");
 }

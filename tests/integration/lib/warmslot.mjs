@@ -34,7 +34,7 @@ export async function startWarmslot({ backends, apiKeys, extra, env } = {}) {
   const proc = startProcess(warmslotBin(), ['--config', configFile], { logFile, env });
   const url = await waitFor('warmslot to listen', () => {
     if (!proc.running) throw new Error(`warmslot exited: ${fs.readFileSync(logFile, 'utf8')}`);
-    const m = fs.readFileSync(logFile, 'utf8').match(/warmslot listening on (http:\/\/[^\s]+)/);
+    const m = fs.readFileSync(logFile, 'utf8').match(/warmslot listening on (https?:\/\/[^\s]+)/);
     return m?.[1];
   }, 20000, 20);
   // Stopping checks that warmslot was still alive and exits cleanly on SIGTERM: a crash at
