@@ -316,6 +316,29 @@ void index::delete_unmatched_files(const std::unordered_set<std::string>& kept) 
     }
 }
 
+std::size_t index::sweep_unindexed(const std::vector<std::string>& held) {
+    std::lock_guard lock(mu_);
+    std::unordered_set<std::string> kept;
+    {
+        statement rows(db_, db_path_, "sweep", "SELECT file FROM snapshots");
+        while (rows.step()) kept.insert(rows.text(0));
+    }
+    for (const auto& key : held) {
+        if (is_valid_key(key)) kept.insert(file_name_for(key));
+    }
+    std::size_t deleted = 0;
+    std::error_code ec;
+    if (!fs::is_directory(slot_dir_, ec)) return 0;
+    for (const auto& entry : fs::directory_iterator(slot_dir_, ec)) {
+        if (!entry.is_regular_file(ec)) continue;
+        const std::string name = entry.path().filename().string();
+        if (!named_like(name, ".bin") || kept.contains(name)) continue;
+        fs::remove(entry.path(), ec);  // gone already, or not ours to delete: tried again later
+        if (!ec) ++deleted;
+    }
+    return deleted;
+}
+
 void index::exec(const char* sql) const { exec_sql(db_, db_path_, sql); }
 
 std::optional<snapshot> index::find(const std::string& key) const {

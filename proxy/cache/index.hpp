@@ -77,6 +77,12 @@ class index {
     std::vector<std::string> enforce_tenant_budget(const std::string& tenant, std::uint64_t budget,
                                                    const std::vector<std::string>& pinned);
 
+    // Deletes "ws-*.bin" files that have no row, except those of the keys in `held` (a save or
+    // restore under way: llama-server may be writing its file now). What it catches: a save that
+    // timed out on warmslot's side and that llama-server finished later, whose file would
+    // otherwise lie outside the budget until the next start. Returns how many were deleted.
+    std::size_t sweep_unindexed(const std::vector<std::string>& held);
+
     std::vector<snapshot> all() const;
     const std::filesystem::path& slot_dir() const { return slot_dir_; }
 

@@ -153,7 +153,13 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         idx->put(s);
         // The tenant's own budget first (only its files), then the directory's (anyone's).
         if (own) idx->enforce_tenant_budget(s.tenant, *own, leases_.held());
-        return idx->enforce_budget(max_disk, leases_.held());
+        auto dropped = idx->enforce_budget(max_disk, leases_.held());
+        // A file an earlier save wrote after warmslot gave up on it has no row: it goes now.
+        if (const auto late = idx->sweep_unindexed(leases_.held()); late > 0) {
+            log()->info("{} slot file(s) of {} written after their save timed out deleted",
+                        late, idx->slot_dir().string());
+        }
+        return dropped;
     });
     a.what = disk_action::kind::snapshotted;
     a.tokens = s.tokens;

@@ -271,3 +271,43 @@ test('llama -np 1: a request llama-server places itself waits until a slot is pr
     await llama.stop();
   }
 });
+
+// A save that llama-server finishes after warmslot gave up on it (slot_call_timeout) writes a
+// file that no row describes: outside the budget, never restored. The next snapshot into the
+// directory deletes it; the files that rows describe stay.
+test('llama -np 1: a slot file written after its save timed out is deleted by the next snapshot', { timeout: 300000 }, async () => {
+  const llama = await startLlama({ arch: 'llama', slots: 1, ctx: 16384 });
+  const relay = await startRelay(() => llama.url);
+  const extra = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_tokens: 1024\n  slot_call_timeout: 1s\n';
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: relay.url, slotSaveDir: llama.saveDir }], extra });
+  try {
+    await routed(ws);
+    relay.delaySaves = true;
+    const first = await postJson(`${ws.url}/v1/chat/completions`, chat(makeDocument(781, 6000), 'Q1?'));
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.ok(relay.delayedSaves >= 1, 'the prefix was primed and its save sent');
+    assert.equal(first.headers.get('x-warmslot-disk') ?? '', '', 'no snapshot: its save timed out');
+    assert.deepEqual(snapshotFiles(llama.saveDir), [], 'nothing written yet');
+    // Another document takes the only slot (saves pause after the failed one, or time out too).
+    const second = await postJson(`${ws.url}/v1/chat/completions`, chat(makeDocument(782, 6000), 'Q2?'));
+    assert.equal(second.status, 200, JSON.stringify(second.body));
+    await relay.release();  // llama-server now writes the first document's file: nobody waits
+    const lateFiles = snapshotFiles(llama.saveDir);
+    assert.ok(lateFiles.length >= 1, 'llama-server wrote the late file');
+
+    // The next snapshot: a warm-up saves what the slot holds, then the warmed document.
+    const warm = await postJson(`${ws.url}/admin/warm`, { model: 'm', system: makeDocument(783, 6000) });
+    assert.equal(warm.status, 200, JSON.stringify(warm.body));
+    const files = snapshotFiles(llama.saveDir).sort();
+    for (const f of lateFiles) assert.ok(!files.includes(f), `the late file ${f} is gone (${files})`);
+    const dirs = (await getJson(`${ws.url}/warmslot/status`)).body.disk.dirs;
+    const indexed = dirs.flatMap((d) => d.files.map((f) => f.file)).sort();
+    assert.ok(files.length >= 1, 'the warmed document was saved');
+    assert.deepEqual(indexed, files, 'every slot file left has its row');
+    await assertNothingReserved(ws);
+  } finally {
+    await ws.stop();
+    await relay.stop();
+    await llama.stop();
+  }
+});

@@ -9,6 +9,9 @@ import http from 'node:http';
 // - save calls while `holdSaveAnswers` is set: llama-server gets them (and writes the file),
 //   the caller gets no answer (`saveAnswersHeld` counts those whose answer llama-server sent);
 // - restore calls while `holdRestores` is set: never forwarded nor answered;
+// - save calls while `delaySaves` is set: the caller gets no answer, and llama-server gets the
+//   call only at release(), whether or not the caller is still there (a save that llama-server
+//   finishes after its caller gave up on it); `delayedSaves` counts them;
 // - requests whose path matches `holdOnly` (a RegExp) wait as above, the others pass;
 // - the first request whose path matches `holdFrom` (a RegExp) sets `hold`: it and every request
 //   after it wait as above;
@@ -19,8 +22,9 @@ import http from 'node:http';
 export function startRelay(target, { hold = false } = {}) {
   const held = new Set();
   const waiting = [];
+  const late = [];  // delayed saves, sent to llama-server at release()
   const relay = { hold, held: 0, heldPaths: [], holdRestores: false, restoresHeld: 0,
-    holdSaveAnswers: false, saveAnswersHeld: 0, failPaths: null, failed: 0,
+    holdSaveAnswers: false, saveAnswersHeld: 0, delaySaves: false, delayedSaves: 0, failPaths: null, failed: 0,
     closeConnections: false, holdFrom: null, holdOnly: null };
   // An end on one side ends the other, as a direct connection would: a backend that dies in
   // the middle of an answer cuts the answer, and a caller that leaves cancels the backend's work.
@@ -63,6 +67,15 @@ export function startRelay(target, { hold = false } = {}) {
       req.pipe(up);
       return;
     }
+    if (relay.delaySaves && /[?&]action=save/.test(req.url)) {
+      relay.delayedSaves++;
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => late.push({ url: req.url, method: req.method, headers: req.headers, body: Buffer.concat(chunks) }));
+      held.add(res);
+      res.on('close', () => held.delete(res));
+      return;
+    }
     if (relay.holdRestores && /[?&]action=restore/.test(req.url)) {
       relay.restoresHeld++;
       held.add(res);
@@ -78,6 +91,15 @@ export function startRelay(target, { hold = false } = {}) {
     for (const [req, res] of waiting.splice(0)) {
       if (!res.destroyed) forward(req, res);
     }
+    relay.delaySaves = false;
+    return Promise.all(late.splice(0).map((c) => new Promise((done) => {
+      const up = http.request(`${target()}${c.url}`, { method: c.method, headers: c.headers }, (r) => {
+        r.resume();
+        r.on('end', done);
+      });
+      up.on('error', done);
+      up.end(c.body);
+    })));
   };
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
     relay.url = `http://127.0.0.1:${server.address().port}`;
