@@ -375,8 +375,10 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             if (suspect < 0 || st.client_gone) break;
             // The planned backend may have restarted: what its slots hold is checked before the
             // request is planned again (and its prefix restored from disk). Nothing reached the
-            // slot: its belief stays for the check to confirm or correct.
-            if (t->p.slot && !t->floating) {
+            // slot: its belief stays for the check to confirm or correct. That holds for a
+            // floating request too (llama-server never got it): forgetting here would plan it
+            // anew as a miss and prepare another slot over the one that holds its conversation.
+            if (t->p.slot) {
                 t.release();
             } else {
                 t.cancel();
