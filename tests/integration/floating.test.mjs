@@ -47,12 +47,13 @@ test('qwen35 -np 2 without checkpoints: Messages requests run on the slot warmsl
     };
     const where = async (a) => ({ ...a, ran: await ranOn(llama, a.n) });
 
-    // Two questions on the document at once.
-    const pair = await Promise.all([ask('Question one: what is on the first line?'),
+    // Two questions on the document at once. Where they run is not asserted: a floating request
+    // does not wait while the other prepares its slot (two would wait for each other), so when
+    // it reaches llama-server between that slot's priming and its save, llama-server may place
+    // it on the freshly primed slot (the best common prefix) and the other one queues behind it.
+    // Both are answered, and what they leave is what the next requests are planned on.
+    await Promise.all([ask('Question one: what is on the first line?'),
       ask('Question two: which word comes last?')]);
-    for (const a of await Promise.all(pair.map(where))) {
-      assert.equal(a.ran, a.expected, `"${a.question}" ran on slot ${a.ran}, prepared on ${a.expected} (${a.disk})`);
-    }
     // Three more one after another. The first finds a slot holding the document and an earlier
     // question: warmslot keeps it for llama-server's rollback (it has not seen one fail here), and
     // without a checkpoint the whole prompt is recomputed, which teaches warmslot that restoring
