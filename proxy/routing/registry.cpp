@@ -184,17 +184,9 @@ void registry::end_unpinned_locked(backend_state& b, const ticket& t) {
 void registry::cancel(const ticket& t) {
     {
         std::lock_guard lock(mu_);
-        if (t.p.backend < 0) return;
-        auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
-        if (b.view.in_flight > 0) --b.view.in_flight;
-        if (t.floating && b.floating_in_flight > 0) --b.floating_in_flight;
-        if (!t.p.slot) {
-            end_unpinned_locked(b, t);
-        } else if (const auto i = static_cast<std::size_t>(*t.p.slot);
-                   i < b.reserved_by.size() && b.reserved_by[i] == t.id) {
-            unreserve_locked(b, i);
-            // The request may have been cut during prefill: what the slot holds is unknown.
-            b.view.slots[i].held.clear();
+        // The request may have been cut during prefill: what the slot holds is unknown.
+        if (const auto i = end_ticket_locked(t)) {
+            backends_[static_cast<std::size_t>(t.p.backend)].view.slots[*i].held.clear();
         }
     }
     notify();
@@ -389,24 +381,30 @@ std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
     return t;
 }
 
-// Every ticket counted in in_flight (and as floating or unpinned) when it was made: that count
-// ends here whether or not the slot is still reserved by it (a restart with another build or
-// slot count may have dropped the slot since).
 void registry::release(const ticket& t) {
     {
         std::lock_guard lock(mu_);
-        if (t.p.backend < 0) return;
-        auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
-        if (b.view.in_flight > 0) --b.view.in_flight;
-        if (t.floating && b.floating_in_flight > 0) --b.floating_in_flight;
-        if (!t.p.slot) {
-            end_unpinned_locked(b, t);
-        } else if (const auto i = static_cast<std::size_t>(*t.p.slot);
-                   i < b.reserved_by.size() && b.reserved_by[i] == t.id) {
-            unreserve_locked(b, i);
-        }
+        end_ticket_locked(t);
     }
     notify();
+}
+
+// Every ticket counted in in_flight (and as floating or unpinned) when it was made: that count
+// ends here whether or not the slot is still reserved by it (a restart with another build or
+// slot count may have dropped the slot since). Returns the slot it still reserved, if any.
+std::optional<std::size_t> registry::end_ticket_locked(const ticket& t) {
+    if (t.p.backend < 0) return std::nullopt;
+    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+    if (b.view.in_flight > 0) --b.view.in_flight;
+    if (t.floating && b.floating_in_flight > 0) --b.floating_in_flight;
+    if (!t.p.slot) {
+        end_unpinned_locked(b, t);
+        return std::nullopt;
+    }
+    const auto i = static_cast<std::size_t>(*t.p.slot);
+    if (i >= b.reserved_by.size() || b.reserved_by[i] != t.id) return std::nullopt;
+    unreserve_locked(b, i);
+    return i;
 }
 
 void registry::unreserve_locked(backend_state& b, std::size_t i) {

@@ -220,6 +220,7 @@ private:
                           clock::time_point now);
     void end_unpinned_locked(backend_state& b, const ticket& t);
     void unreserve_locked(backend_state& b, std::size_t slot);
+    std::optional<std::size_t> end_ticket_locked(const ticket& t);
     void evicted(backend_state& b, const std::vector<prefix_level>& levels);
     plan plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
                      bool allow_wait, std::size_t backends = all_backends) const;

@@ -288,15 +288,16 @@ awaitable<void> pipeline::clear_adapter_kv(upstream::pool& pool, const config::c
         }
     }
     for (int n = 0; floating && n < 4096; ++n) {
-        auto other = reg_.reserve_marked_idle(backend);
-        if (!other) break;
+        auto marked = reg_.reserve_marked_idle(backend);
+        if (!marked) break;
+        routing::reservation other(reg_, std::move(*marked));
         bool erased = false;
         if (reg_.take_adapter(backend, *other->p.slot)) {
             erased =
                 co_await upstream::erase_slot(pool, b, *other->p.slot, cfg.cache.slot_call_timeout);
         }
         if (erased) reg_.set_held(*other, {}, 0);
-        reg_.release(*other);
+        other.release();
         if (!erased) break;
     }
 }
