@@ -347,7 +347,10 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
             co_await write_out(*ex.client, {}, chunked, event.data(), event.size(), tail);
         if (wec) ex.keep_alive = false;
     }
-    st.upstream_reusable = !rec && p.is_done() && p.keep_alive();
+    // llama-server (cpp-httplib) closes its side after an answer it sent in chunks, though the
+    // answer allows keep-alive: pooled, that connection would be found dead by the next request,
+    // which then takes it for a sign of a restart (docs/llama-server-behaviour.md).
+    st.upstream_reusable = !rec && p.is_done() && p.keep_alive() && !p.chunked();
 }
 
 }  // namespace

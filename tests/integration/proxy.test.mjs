@@ -1,6 +1,7 @@
 // warmslot in front of a real llama-server: the pass-through contract.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import OpenAI from 'openai';
 import { getJson, postJson, startLlama } from './lib/llama.mjs';
 import { waitFor } from './lib/procs.mjs';
@@ -60,6 +61,21 @@ test('streaming chat gives the same text through warmslot as direct', async () =
   assert.equal(proxied.text, direct.text);
   assert.ok(proxied.done, 'stream ends with [DONE]');
   assert.ok(proxied.timings && proxied.timings.prompt_n >= 1, 'timings relayed');
+});
+
+// llama-server closes its side of a connection after an answer it streamed (though the answer
+// allows keep-alive): warmslot must not pool it, or the next request meets it dead and takes
+// that for a sign of a restart (a check of the backend before every request after a stream).
+test('streamed answers one after another: no request meets a dead pooled connection', async () => {
+  for (let i = 0; i < 3; i++) {
+    const r = await streamedText(ws.url, auth);
+    assert.ok(r.done, 'stream ends with [DONE]');
+  }
+  const plain = await postJson(`${ws.url}/v1/chat/completions`, chatBody(), auth);
+  assert.equal(plain.status, 200);
+  const checks = fs.readFileSync(ws.logFile, 'utf8').split('\n')
+    .filter((l) => / access: .*POST \/v1\/chat\/completions/.test(l) && /restart check/.test(l));
+  assert.deepEqual(checks, [], 'no restart check after a streamed answer');
 });
 
 test('the official openai client works with warmslot as its base URL', async () => {
