@@ -294,14 +294,33 @@ TEST_CASE("sequential requests on one client connection share one upstream conne
     client c(proxy.port());
     for (int i = 0; i < 20; ++i) {
         CAPTURE(i);
-        const bool sse = i % 2 == 1;  // chunked streams must leave the connection reusable too
+        const auto res = c.exchange(chat("json"));
+        CHECK(res.result_int() == 200);
+        CHECK(res.body() == stub_upstream::json_body());
+    }
+    const auto seen = stub.seen();
+    CHECK(seen.requests.size() == 20);
+    CHECK(seen.connections_accepted == 1);
+}
+
+// llama-server closes its side after an answer it sent in chunks (though the answer allows
+// keep-alive), so such a connection is not pooled: the next request opens a new one instead of
+// meeting a dead one and taking that for a restart. Answers with a length keep theirs.
+TEST_CASE("after a chunked stream the upstream connection is not pooled; after a sized answer it is") {
+    leak_check leaks;
+    stub_upstream stub;
+    proxy_under_test proxy(make_config({backend_at("stub", stub.port())}));
+    client c(proxy.port());
+    for (int i = 0; i < 20; ++i) {
+        CAPTURE(i);
+        const bool sse = i % 4 == 3;  // three sized answers, then a stream, five times
         const auto res = c.exchange(chat(sse ? "sse" : "json"));
         CHECK(res.result_int() == 200);
         CHECK(res.body() == (sse ? stub_upstream::sse_stream(3) : stub_upstream::json_body()));
     }
     const auto seen = stub.seen();
     CHECK(seen.requests.size() == 20);
-    CHECK(seen.connections_accepted == 1);
+    CHECK(seen.connections_accepted == 5);  // one per stream, shared by the sized answers before it
 }
 
 // --- 4. request headers ---------------------------------------------------------------------
