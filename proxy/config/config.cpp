@@ -363,6 +363,7 @@ void reader::read_volatile_lines(const entry& e, rewrite_rules& out) const {
                                "unknown preset; expected one of: " + names);
                       }
                   }},
+                 {"mark", [&](const entry& v) { out.volatile_mark = read_bool(v); }},
                  {"patterns", [&](const entry& v) {
                       read_list(v, "a regular expression");  // the shape; each is checked below
                       out.volatile_patterns.clear();

@@ -142,6 +142,7 @@ struct rewrite_rules {
     bool system_to_front = false;                // late system messages join the leading ones
     std::vector<std::string> volatile_presets;   // names, see volatile_preset()
     std::vector<std::string> volatile_patterns;  // RE2 regexes, searched in each line
+    bool volatile_mark = true;                   // moved lines go inside a <context> block
     std::uint64_t document_min_bytes = 2048;     // a message or text part this long is a document
     std::vector<document_delimiter> document_delimiters;
     bool document_order = false;                 // cached documents first, in cached order

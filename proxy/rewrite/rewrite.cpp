@@ -46,11 +46,12 @@ std::vector<std::string> take_volatile(json& messages, const compiled_rules& rul
     return taken;
 }
 
-// Puts `block` at the start of a user message: before a string content, or as a first text part.
+// Puts `block` at the start of a user message: before a string content (a blank line between
+// them), or as a first text part.
 void prepend(json& message, const std::string& block) {
     auto& content = message["content"];
     if (content.is_string()) {
-        content = block + "\n\n" + content.get<std::string>();
+        content = block + (block.ends_with('\n') ? "\n" : "\n\n") + content.get<std::string>();
     } else if (content.is_array()) {
         content.insert(content.begin(), json{{"type", "text"}, {"text", block}});
     } else {
@@ -196,7 +197,7 @@ result rewrite_chat(const compiled_rules& rules, const memory& mem, const json& 
         return std::any_of(earlier.begin(), earlier.end(),
                            [&](const std::string& e) { return e.find(line) != std::string::npos; });
     });
-    const std::string block = turn_block(moved, docs.notes);
+    const std::string block = turn_block(moved, docs.notes, rules.settings.volatile_mark);
     if (final_user && !block.empty()) {
         const std::size_t last = messages.size() - 1;
         prepend(messages[last], block);

@@ -109,15 +109,17 @@ std::optional<std::string> revision_note(std::string_view original, std::string_
 }
 
 std::string turn_block(const std::vector<std::string>& volatile_lines,
-                       const std::vector<std::string>& notes) {
+                       const std::vector<std::string>& notes, bool mark) {
     std::string out;
-    if (!volatile_lines.empty()) {
+    if (!volatile_lines.empty() && mark) {
         out += "<context moved-from=\"system prompt\">\n";
         for (const auto& line : volatile_lines) out += line + "\n";
         out += "</context>";
+    } else {
+        for (const auto& line : volatile_lines) out += line + "\n";
     }
     for (const auto& note : notes) {
-        if (!out.empty()) out += "\n";
+        if (!out.empty() && out.back() != '\n') out += "\n";
         out += note;
     }
     return out;

@@ -61,8 +61,10 @@ std::string take_volatile_lines(std::string_view text, const std::vector<pattern
 std::optional<std::string> revision_note(std::string_view original, std::string_view now,
                                          std::string_view label, std::size_t max_bytes);
 
-// The block put at the start of the final user turn.
+// The block put at the start of the final user turn. `mark`: the moved lines go inside
+// `<context moved-from="system prompt">` ... `</context>`; without it they go as they are, one
+// per line (each with its line break, so a text part after them starts on a line of its own).
 std::string turn_block(const std::vector<std::string>& volatile_lines,
-                       const std::vector<std::string>& notes);
+                       const std::vector<std::string>& notes, bool mark = true);
 
 }  // namespace warmslot::rewrite

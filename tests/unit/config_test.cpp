@@ -533,6 +533,7 @@ TEST_CASE("config: rewrite defaults are off and models override the default bloc
                                 "    volatile_lines:\n"
                                 "      presets: [date, time]\n"
                                 "      patterns: ['^Session: ']\n"
+                                "      mark: false\n"
                                 "    documents:\n"
                                 "      min_bytes: 4KiB\n"
                                 "      order: true\n"
@@ -545,6 +546,8 @@ TEST_CASE("config: rewrite defaults are off and models override the default bloc
     const auto& d = c.rewrite.defaults;
     CHECK(d.volatile_presets == std::vector<std::string>{"date", "time"});
     CHECK(d.volatile_patterns == std::vector<std::string>{"^Session: "});
+    CHECK_FALSE(d.volatile_mark);
+    CHECK(cfg::rewrite_rules{}.volatile_mark);  // marked unless said otherwise
     CHECK(d.document_min_bytes == 4096);
     CHECK(d.document_order);
     REQUIRE(d.document_delimiters.size() == 1);
@@ -577,6 +580,8 @@ TEST_CASE("config: rewrite is validated strictly") {
          "rewrite.default.volatile_lines.presets[1]", 7, "unknown preset; expected one of: date, time"},
         {head + "  default:\n    volatile_lines:\n      patterns: ['(unclosed']\n",
          "rewrite.default.volatile_lines.patterns[0]", 7, "invalid regular expression"},
+        {head + "  default:\n    volatile_lines:\n      mark: maybe\n", "rewrite.default.volatile_lines.mark", 7,
+         "expected true or false"},
         {head + "  default:\n    volatile_lines:\n      patterns: date\n",
          "rewrite.default.volatile_lines.patterns", 7, "expected a list"},
         {head + "  default:\n    documents:\n      edits: sometimes\n", "rewrite.default.documents.edits", 7,

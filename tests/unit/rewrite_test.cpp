@@ -171,6 +171,45 @@ TEST_CASE("rewrite: volatile lines move from the system prompt into the final us
     }
 }
 
+TEST_CASE("rewrite: unmarked volatile lines cost what they cost in the system prompt") {
+    auto settings = volatile_rules();
+    settings.volatile_presets.push_back("billing_header");
+    settings.volatile_mark = false;
+    const rw::compiled_rules rules(settings);
+    const std::string billing = "x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli;";
+    struct row {
+        std::string name;
+        json body;
+        std::string system_after;
+        std::string user_after;
+    };
+    const std::vector<row> rows = {
+        {"array of parts: the lines, each on a line of its own, as a first part",
+         chat({msg("system", json::array({part(billing), part("You are terse.\nDate: 2026-12-02\n")})),
+               msg("user", json::array({part("Fix the build.")}))}),
+         "You are terse.\n", billing + "\nDate: 2026-12-02\nFix the build."},
+        {"string: a blank line between the lines and the question",
+         chat({msg("system", "You are terse.\nCurrent time: 12:00:01\nAnswer in English."),
+               msg("user", "Hi")}),
+         "You are terse.\nAnswer in English.", "Current time: 12:00:01\n\nHi"},
+    };
+    for (const auto& r : rows) {
+        CAPTURE(r.name);
+        rw::memory mem(1 << 20);
+        const auto out = rw::rewrite_chat(rules, mem, r.body);
+        const auto& messages = out.body["messages"];
+        CHECK(text_of(messages[0]["content"]) == r.system_after);
+        CHECK(text_of(messages.back()["content"]) == r.user_after);
+        CHECK(out.body.dump().find("<context") == std::string::npos);
+        // Bytes: what left the system prompt came back, plus one line break per moved line
+        // that had none there (the billing block) and the blank line of a string question.
+        const auto before = text_of(r.body["messages"][0]["content"]).size() +
+                            text_of(r.body["messages"][1]["content"]).size();
+        const auto after = text_of(messages[0]["content"]).size() + text_of(messages.back()["content"]).size();
+        CHECK(after <= before + 2);
+    }
+}
+
 TEST_CASE("rewrite: a user turn keeps its block when it becomes history") {
     const rw::compiled_rules rules(volatile_rules());
     rw::memory mem(1 << 20);

@@ -23,7 +23,7 @@ export const agentLlamaArgs = ['-n', '8'];
 
 // The coding-agent rules of the README ("Coding agents and SDKs").
 export const agentRules = 'rewrite:\n  default:\n    system_messages: front\n' +
-  '    volatile_lines:\n      presets: [date, time, iso_timestamp, billing_header]\n';
+  '    volatile_lines:\n      presets: [date, time, iso_timestamp, billing_header]\n      mark: false\n';
 
 const keep = 64 * 1024;  // bytes of each output stream kept for the report
 
