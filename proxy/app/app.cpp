@@ -92,7 +92,7 @@ public:
         : path_(std::move(path)), src_(std::move(cfg)), workers_(worker_count()),
           registry_(names_of(*src_.current()), planner_settings(src_.current()->routing)),
           monitor_(src_, registry_, workers_.context(0).get_executor()),
-          disk_(src_, registry_, index_thread_.get_executor()),
+          disk_(src_, registry_, index_thread_.get_executor(), file_thread_.get_executor()),
           pipeline_(src_, workers_, registry_, &disk_),
           server_(src_, workers_, [this](http_server::exchange& ex) { return pipeline_.handle(ex); },
                   [this](const http::request_header<>& head) { return pipeline_.admits(head); }),
@@ -119,6 +119,7 @@ private:
     config::source src_;
     http_server::workers workers_;
     one_thread index_thread_;             // SQLite work never runs on an I/O worker
+    one_thread file_thread_;              // slot files copied between replicas' directories
     one_thread control_;                  // reloads: file reads, index opens
     routing::registry registry_;
     service::monitor monitor_;
@@ -177,11 +178,13 @@ int runtime::run(const run_options& options) {
     if (watch_) watch_->stop();
     control_.join();
     index_thread_.join();
+    file_thread_.join();
     // Work still pending (a start-up probe or a check cut short by the stop) is destroyed now,
     // while the registry and the rest it refers to are alive, not by the members' destructors.
     workers_.shutdown();
     control_.shutdown();
     index_thread_.shutdown();
+    file_thread_.shutdown();
     spdlog::info("stopped");
     return 0;
 }

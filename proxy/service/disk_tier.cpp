@@ -56,6 +56,9 @@ std::string describe(const disk_action& a) {
     switch (a.what) {
         case disk_action::kind::none: return a.choice.empty() ? "" : "slot kept: " + a.choice;
         case disk_action::kind::restored:
+            if (!a.from.empty())
+                return fmt::format("restored {} tokens (from replica {}, {})", a.tokens, a.from,
+                                   a.brought);
             return a.choice.empty()
                        ? fmt::format("restored {} tokens", a.tokens)
                        : fmt::format("restored {} tokens, cheaper than a rollback: {}", a.tokens,
@@ -69,8 +72,8 @@ std::string describe(const disk_action& a) {
 }
 
 disk_tier::disk_tier(const config::source& src, routing::registry& reg,
-                     net::any_io_executor index_ex)
-    : src_(src), reg_(reg), index_ex_(std::move(index_ex)) {
+                     net::any_io_executor index_ex, net::any_io_executor file_ex)
+    : src_(src), reg_(reg), index_ex_(std::move(index_ex)), file_ex_(std::move(file_ex)) {
     std::lock_guard lock(mu_);
     open_indexes(*src_.current());
 }
@@ -177,7 +180,6 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
     if (!p) co_return none;
     p->tenant = std::move(tenant);
     const bool judged = !(body.contains("cache_prompt") && body["cache_prompt"] == false);
-    auto* idx = p->index;
     // Nothing here fails the request: an index error (SQLITE_FULL on a full disk) only skips
     // the disk tier, and what the registry believes of the slot was set by each step as it went.
     try {
@@ -189,17 +191,21 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
         // Leased before the lookup: from the decision to restore until the restore answered,
         // no eviction (another request's snapshot making room) can delete this file.
         auto lease = leases_.take(p->key);
-        auto found = co_await on_index(index_ex_, [idx, key = p->key] { return idx->find(key); });
         const bool allowed = restores_allowed(t.p.backend);
+        const auto found = co_await find_file(t.p.backend, *p, allowed);
         if (found && allowed) {
             // The slot's own prefix goes first when it is worth keeping and not on disk yet.
             // Restored, or failed and dropped: either way the request runs now; a failed file
             // is replaced by a fresh snapshot on the next use.
             const auto before = co_await save_reserved(pool, t, p->key, false);
             remember(t.p.backend, *t.p.slot, *p);
-            auto a = co_await restore(pool, t, *p, *found);
+            auto a = co_await restore(pool, t, *p, found->row);
             a.primed += before.primed;
             a.judged = judged;
+            if (a.what == disk_action::kind::restored) {
+                a.from = found->from;
+                a.brought = found->brought;
+            }
             co_return a;
         }
         lease.release();

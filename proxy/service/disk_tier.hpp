@@ -53,6 +53,10 @@ struct disk_action {
     // The request lets llama-server reuse its prompt (not `cache_prompt: false`): only then does
     // what it reused say whether the restore was useful.
     bool judged = true;
+    // restored: the file came from another backend's slot directory (a replica of the same
+    // identity), named here, and how it was brought ("linked" or "copied"); "" for our own.
+    std::string from;
+    std::string brought;
 };
 std::string describe(const disk_action& a);
 
@@ -86,8 +90,10 @@ struct warm_error {
 
 class disk_tier {
 public:
-    // Opens one index per distinct slot directory (may throw at start-up).
-    disk_tier(const config::source& src, routing::registry& reg, net::any_io_executor index_ex);
+    // Opens one index per distinct slot directory (may throw at start-up). `file_ex` runs the
+    // copies of slot files between directories (a thread of its own: a copy may take seconds).
+    disk_tier(const config::source& src, routing::registry& reg, net::any_io_executor index_ex,
+              net::any_io_executor file_ex);
     // After a reload: opens the indexes of slot directories that are new (blocking: call it
     // off the I/O threads). A directory that cannot be opened is logged and left without tier.
     void sync();
@@ -142,6 +148,21 @@ private:
     struct prefix;  // service/disk_prefix.hpp
     std::optional<prefix> stable_prefix(int backend, const routing::fingerprint& fp,
                                         const nlohmann::json& body);
+    // The prefix's file in the backend's own index, else brought from another backend's slot
+    // directory (service/disk_replicas.cpp).
+    struct found_file {
+        cache::snapshot row;
+        std::string from;     // the other backend ("" our own directory)
+        std::string brought;  // "linked" or "copied"
+    };
+    awaitable<std::optional<found_file>> find_file(int backend, const prefix& p, bool allowed);
+    awaitable<std::optional<found_file>> from_replica(int backend, const prefix& p);
+    struct other_index {
+        std::string backend;  // named after this backend
+        cache::index* index = nullptr;
+        bool same_identity = false;  // that backend runs what the asking one runs
+    };
+    std::vector<other_index> other_indexes(int backend) const;
     awaitable<disk_action> restore(upstream::pool& pool, routing::ticket& t, const prefix& p,
                                    const cache::snapshot& s);
     // The slot holds p and more: restore p's file, or keep the slot for a rollback, whichever
@@ -182,6 +203,7 @@ private:
     const config::source& src_;
     routing::registry& reg_;
     net::any_io_executor index_ex_;
+    net::any_io_executor file_ex_;
     mutable std::mutex mu_;
     std::map<std::string, std::unique_ptr<cache::index>> indexes_;  // by slot directory; only grows
     std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)

@@ -1,0 +1,121 @@
+#include "cache/replica_file.hpp"
+
+#include <atomic>
+#include <fstream>
+#include <system_error>
+#include <vector>
+
+#include "cache/slot_file.hpp"
+
+namespace warmslot::cache {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr std::size_t chunk_bytes = 1 << 20;  // one read and write of a copy
+
+// "ws-<key>-<n>.bin.tmp" next to "ws-<key>.bin": unique per attempt, so two requests bringing
+// the same file never write into each other's, and a leftover matches what index open() deletes.
+fs::path temporary_for(const fs::path& target) {
+    static std::atomic<std::uint64_t> next{0};
+    const auto n = next.fetch_add(1, std::memory_order_relaxed);
+    return target.parent_path() /
+           (target.stem().string() + "-" + std::to_string(n) + ".bin.tmp");
+}
+
+// Copies `from` into `to` chunk by chunk; false when it fails, is not `bytes` long or the
+// deadline passes (then `late` is set).
+bool copy_until(const fs::path& from, const fs::path& to, std::uint64_t bytes,
+                std::chrono::steady_clock::time_point deadline, bool& late) {
+    std::ifstream in(from, std::ios::binary);
+    std::ofstream out(to, std::ios::binary | std::ios::trunc);
+    if (!in || !out) return false;
+    std::vector<char> buf(chunk_bytes);
+    std::uint64_t copied = 0;
+    while (in) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+            late = true;
+            return false;
+        }
+        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+        const auto got = in.gcount();
+        if (got <= 0) break;
+        copied += static_cast<std::uint64_t>(got);
+        if (copied > bytes || !out.write(buf.data(), got)) return false;
+    }
+    out.close();
+    return !in.bad() && !out.fail() && copied == bytes;
+}
+
+}  // namespace
+
+std::optional<std::size_t> pick_replica_file(const std::vector<replica_offer>& offers,
+                                             const std::string& identity,
+                                             std::uint64_t max_bytes) {
+    for (std::size_t i = 0; i < offers.size(); ++i) {
+        const auto& row = offers[i].row;
+        if (row.identity == identity && row.tokens > 0 && row.bytes > 0 && row.bytes <= max_bytes)
+            return i;
+    }
+    return std::nullopt;
+}
+
+bool copy_allowed(std::uint64_t bytes, std::optional<std::uint64_t> free_bytes) {
+    if (!free_bytes) return true;
+    return *free_bytes > bytes && *free_bytes - bytes >= bytes / 10;
+}
+
+const char* name(bring_result r) noexcept {
+    switch (r) {
+        case bring_result::linked: return "linked";
+        case bring_result::copied: return "copied";
+        case bring_result::missing: return "missing";
+        case bring_result::no_room: return "no room";
+        case bring_result::too_slow: return "too slow";
+        case bring_result::failed: return "failed";
+    }
+    return "?";
+}
+
+namespace {
+
+// Copies the source into `tmp` (removed again when the copy fails): copied, or why not.
+bring_result copy_into(const bring_request& r, const fs::path& tmp) {
+    std::error_code ec;
+    const auto space = fs::space(r.target.parent_path(), ec);
+    if (!copy_allowed(r.bytes, ec ? std::nullopt : std::optional(space.available)))
+        return bring_result::no_room;
+    bool late = false;
+    if (copy_until(r.source, tmp, r.bytes, r.deadline, late)) return bring_result::copied;
+    fs::remove(tmp, ec);
+    if (late) return bring_result::too_slow;
+    // A source that vanished or changed under the copy is a miss, not a broken target.
+    return check_slot_file(r.source, r.bytes) == file_state::intact ? bring_result::failed
+                                                                    : bring_result::missing;
+}
+
+}  // namespace
+
+bring_result bring_slot_file(const bring_request& r) {
+    if (check_slot_file(r.source, r.bytes) != file_state::intact) return bring_result::missing;
+    const auto tmp = temporary_for(r.target);
+    std::error_code ec;
+    auto result = bring_result::linked;
+    if (r.allow_link) fs::create_hard_link(r.source, tmp, ec);
+    if (!r.allow_link || ec) {  // another file system, or one without links: a copy
+        result = copy_into(r, tmp);
+        if (result != bring_result::copied) return result;
+    }
+    // The source may have been replaced between the check and the link: judge what was made.
+    if (check_slot_file(tmp, r.bytes) != file_state::intact) {
+        fs::remove(tmp, ec);
+        return bring_result::missing;
+    }
+    fs::rename(tmp, r.target, ec);
+    if (ec) {
+        fs::remove(tmp, ec);
+        return bring_result::failed;
+    }
+    return result;
+}
+
+}  // namespace warmslot::cache
