@@ -278,6 +278,7 @@ cache_settings reader::read_cache(const entry& e) const {
                   [&](const entry& v) { out.snapshot_after_uses = read_count(v, 1, 1'000'000); }},
                  {"slot_call_timeout",
                   [&](const entry& v) { out.slot_call_timeout = read_duration(v); }},
+                 {"replica_files", [&](const entry& v) { out.replica_files = read_bool(v); }},
                  {"tenant_max_disk",
                   [&](const entry& v) { out.tenant_max_disk = read_tenant_budgets(v); }}});
     if (out.dir.empty()) out.dir = default_cache_dir();

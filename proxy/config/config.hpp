@@ -122,6 +122,9 @@ struct cache_settings {
     std::uint64_t min_prefix_tokens = 2048;  // shorter stable prefixes are not snapshotted
     std::uint64_t snapshot_after_uses = 1;   // snapshot a prefix on its Nth use
     millis slot_call_timeout{120'000};       // one slot save or restore call to llama-server
+    // On a miss, bring the prefix's file from another backend's slot directory with the same
+    // identity (a replica): hard link, or copy across file systems.
+    bool replica_files = true;
     // Per-tenant budgets (cache.tenant_max_disk), per directory like max_disk: a tenant's files
     // over its budget are evicted, none of another tenant's. By tenant name, "" the default
     // tenant; "*" is every tenant not named. Tenants without one have only max_disk.

@@ -18,11 +18,12 @@ namespace warmslot::service {
 using namespace disk_detail;
 
 // Every other slot directory with an open index, named after a backend that uses it (one of
-// the same identity as `backend` when there is one). The cache switched off: none.
+// the same identity as `backend` when there is one). The cache or cache.replica_files switched
+// off: none.
 std::vector<disk_tier::other_index> disk_tier::other_indexes(int backend) const {
     const auto cfg = src_.current();
     std::vector<other_index> out;
-    if (!cfg->cache.enabled || backend < 0 ||
+    if (!cfg->cache.enabled || !cfg->cache.replica_files || backend < 0 ||
         static_cast<std::size_t>(backend) >= cfg->backends.size()) {
         return out;
     }

@@ -93,7 +93,7 @@ timeouts: {header_read: 250ms, body_read: 30s, connect: 1s, upstream_response: 2
 routing: {enabled: false, short_request_tokens: 0, long_segment_tokens: 1, scratch_slot: true,
           scratch_min_slots: 4096, max_wait: 30s, reconcile_interval: 250ms}
 cache: {enabled: true, dir: /var/lib/warmslot, max_disk: 1073741824, min_prefix_tokens: 1,
-        snapshot_after_uses: 3, slot_call_timeout: 30s}
+        snapshot_after_uses: 3, slot_call_timeout: 30s, replica_files: false}
 log: {level: trace, access: false}
 dashboard: {enabled: false, previews: false}
 `, true],

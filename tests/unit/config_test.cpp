@@ -658,3 +658,18 @@ TEST_CASE("config: cache.slot_call_timeout is a positive duration") {
         }
     }
 }
+
+TEST_CASE("config: cache.replica_files is a boolean, on by default") {
+    const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+    const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\ncache:\n";
+    CHECK(warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env).cache.replica_files);
+    CHECK_FALSE(warmslot::config::parse(head + "  replica_files: false\n", "test.yaml", env)
+                    .cache.replica_files);
+    try {
+        warmslot::config::parse(head + "  replica_files: maybe\n", "test.yaml", env);
+        FAIL("accepted a non-boolean");
+    } catch (const warmslot::config::config_error& e) {
+        CHECK(e.key_path() == "cache.replica_files");
+        CHECK(e.line() == 5);
+    }
+}
