@@ -18,8 +18,7 @@ constexpr std::size_t chunk_bytes = 1 << 20;  // one read and write of a copy
 fs::path temporary_for(const fs::path& target) {
     static std::atomic<std::uint64_t> next{0};
     const auto n = next.fetch_add(1, std::memory_order_relaxed);
-    return target.parent_path() /
-           (target.stem().string() + "-" + std::to_string(n) + ".bin.tmp");
+    return target.parent_path() / (target.stem().string() + "-" + std::to_string(n) + ".bin.tmp");
 }
 
 // Copies `from` into `to` chunk by chunk; false when it fails, is not `bytes` long or the
@@ -49,8 +48,7 @@ bool copy_until(const fs::path& from, const fs::path& to, std::uint64_t bytes,
 }  // namespace
 
 std::optional<std::size_t> pick_replica_file(const std::vector<replica_offer>& offers,
-                                             const std::string& identity,
-                                             std::uint64_t max_bytes) {
+                                             const std::string& identity, std::uint64_t max_bytes) {
     for (std::size_t i = 0; i < offers.size(); ++i) {
         const auto& row = offers[i].row;
         if (row.identity == identity && row.tokens > 0 && row.bytes > 0 && row.bytes <= max_bytes)
@@ -66,12 +64,18 @@ bool copy_allowed(std::uint64_t bytes, std::optional<std::uint64_t> free_bytes) 
 
 const char* name(bring_result r) noexcept {
     switch (r) {
-        case bring_result::linked: return "linked";
-        case bring_result::copied: return "copied";
-        case bring_result::missing: return "missing";
-        case bring_result::no_room: return "no room";
-        case bring_result::too_slow: return "too slow";
-        case bring_result::failed: return "failed";
+        case bring_result::linked:
+            return "linked";
+        case bring_result::copied:
+            return "copied";
+        case bring_result::missing:
+            return "missing";
+        case bring_result::no_room:
+            return "no room";
+        case bring_result::too_slow:
+            return "too slow";
+        case bring_result::failed:
+            return "failed";
     }
     return "?";
 }
@@ -97,8 +101,11 @@ bring_result copy_into(const bring_request& r, const fs::path& tmp) {
 
 bring_result bring_slot_file(const bring_request& r) {
     if (check_slot_file(r.source, r.bytes) != file_state::intact) return bring_result::missing;
-    const auto tmp = temporary_for(r.target);
     std::error_code ec;
+    // One directory under two spellings: the file is in place already (a rename onto another
+    // name of the same file would do nothing and leave the temporary behind).
+    if (fs::equivalent(r.source, r.target, ec) && !ec) return bring_result::linked;
+    const auto tmp = temporary_for(r.target);
     auto result = bring_result::linked;
     if (r.allow_link) fs::create_hard_link(r.source, tmp, ec);
     if (!r.allow_link || ec) {  // another file system, or one without links: a copy

@@ -29,8 +29,7 @@ struct replica_offer {
 // it really is), holds tokens, and is at most `max_bytes` (the receiving directory's budget,
 // or its tenant's). std::nullopt: none fits.
 std::optional<std::size_t> pick_replica_file(const std::vector<replica_offer>& offers,
-                                             const std::string& identity,
-                                             std::uint64_t max_bytes);
+                                             const std::string& identity, std::uint64_t max_bytes);
 
 // Whether a copy of `bytes` may be made on a file system with `free_bytes` available (unknown:
 // std::nullopt, allowed): it must leave a tenth of the file's size to spare, so that a copy
@@ -38,12 +37,12 @@ std::optional<std::size_t> pick_replica_file(const std::vector<replica_offer>& o
 bool copy_allowed(std::uint64_t bytes, std::optional<std::uint64_t> free_bytes);
 
 enum class bring_result {
-    linked,   // a hard link to the source file (no bytes written)
-    copied,   // a copy, within the deadline
-    missing,  // the source is gone, of another size, or not a slot file: nothing to bring
-    no_room,  // no link possible and no room for a copy
-    too_slow, // the copy did not finish before the deadline; nothing is left behind
-    failed,   // the target directory cannot be written
+    linked,    // a hard link to the source file (no bytes written)
+    copied,    // a copy, within the deadline
+    missing,   // the source is gone, of another size, or not a slot file: nothing to bring
+    no_room,   // no link possible and no room for a copy
+    too_slow,  // the copy did not finish before the deadline; nothing is left behind
+    failed,    // the target directory cannot be written
 };
 const char* name(bring_result r) noexcept;
 
@@ -52,7 +51,7 @@ struct bring_request {
     std::uint64_t bytes = 0;       // its size as its index says (what its save wrote)
     std::filesystem::path target;  // the file to make, in the receiving directory
     std::chrono::steady_clock::time_point deadline;
-    bool allow_link = true;        // false: always copy (tests)
+    bool allow_link = true;  // false: always copy (tests)
 };
 
 // Makes `target` hold the source file: a hard link when the file system allows it, else a

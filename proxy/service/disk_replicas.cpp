@@ -4,8 +4,6 @@
 // into the backend's directory, indexed there, and restored like one of its own
 // (docs/architecture.md, "Disk tier"). Each directory's index keeps only its own files: the
 // source's row and file are only read.
-#include "service/disk_prefix.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 #include <map>
 
 #include "cache/replica_file.hpp"
+#include "service/disk_prefix.hpp"
 
 namespace warmslot::service {
 using namespace disk_detail;
@@ -28,6 +27,11 @@ std::vector<disk_tier::other_index> disk_tier::other_indexes(int backend) const 
         return out;
     }
     const auto own = reg_.info(backend);
+    std::vector<bool> same(cfg->backends.size(), false);  // read before mu_ is taken
+    for (std::size_t i = 0; i < same.size(); ++i) {
+        const auto info = reg_.info(static_cast<int>(i));
+        same[i] = own && info && info->identity == own->identity;
+    }
     const auto& own_dir = cfg->backends[static_cast<std::size_t>(backend)].slot_save_path;
     std::map<std::string, std::size_t> by_dir;  // directory -> its entry in `out`
     std::lock_guard lock(mu_);
@@ -36,12 +40,10 @@ std::vector<disk_tier::other_index> disk_tier::other_indexes(int backend) const 
         if (b.retired || b.slot_save_path.empty() || b.slot_save_path == own_dir) continue;
         const auto it = indexes_.find(b.slot_save_path);
         if (it == indexes_.end()) continue;
-        const auto info = reg_.info(static_cast<int>(i));
-        const bool same = own && info && info->identity == own->identity;
         const auto [at, added] = by_dir.emplace(b.slot_save_path, out.size());
         if (added) {
-            out.push_back({b.name, it->second.get(), same});
-        } else if (same && !out[at->second].same_identity) {
+            out.push_back({b.name, it->second.get(), same[i]});
+        } else if (same[i] && !out[at->second].same_identity) {
             out[at->second] = {b.name, it->second.get(), true};
         }
     }
@@ -67,7 +69,8 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int back
     const auto offers = co_await on_index(index_ex_, [others, key = p.key] {
         std::vector<cache::replica_offer> out;
         for (const auto& o : others) {
-            if (auto row = o.index->find(key)) out.push_back({o.backend, o.index->slot_dir(), *row});
+            if (auto row = o.index->find(key))
+                out.push_back({o.backend, o.index->slot_dir(), *row});
         }
         return out;
     });
@@ -93,13 +96,14 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int back
     row.tenant = p.tenant;  // charged to the request that brought it, like a save
     row.hits = 0;
     row.created = row.last_used = unix_now();
-    co_await on_index(index_ex_, [this, idx = p.index, row, max_disk = cfg->cache.max_disk,
-                                  own_budget] {
-        idx->put(row);
-        if (own_budget) idx->enforce_tenant_budget(row.tenant, *own_budget, leases_.held());
-        idx->enforce_budget(max_disk, leases_.held());
-        return true;
-    });
+    co_await on_index(index_ex_,
+                      [this, idx = p.index, row, max_disk = cfg->cache.max_disk, own_budget] {
+                          idx->put(row);
+                          if (own_budget)
+                              idx->enforce_tenant_budget(row.tenant, *own_budget, leases_.held());
+                          idx->enforce_budget(max_disk, leases_.held());
+                          return true;
+                      });
     log()->info("prefix {} ({} tokens) {} from {}'s directory into {}'s", p.key, row.tokens,
                 cache::name(result), offer.backend, name);
     co_return found_file{row, offer.backend, cache::name(result)};

@@ -56,8 +56,8 @@ std::vector<std::string> names_in(const fs::path& dir) {
 }
 
 struct dirs {
-    fs::path root = fs::temp_directory_path() /
-                    ("warmslot-replica-" + std::to_string(std::random_device{}()));
+    fs::path root =
+        fs::temp_directory_path() / ("warmslot-replica-" + std::to_string(std::random_device{}()));
     fs::path a = root / "a";
     fs::path b = root / "b";
     dirs() {
@@ -171,4 +171,15 @@ TEST_CASE("bring_slot_file: a file already in place is replaced whole, never wri
     CHECK(bring_slot_file(d.request(content.size(), true)) == bring_result::linked);
     CHECK(read(d.b / file_name_for("ab")) == content);
     CHECK(names_in(d.b) == std::vector<std::string>{file_name_for("ab")});
+}
+
+TEST_CASE("bring_slot_file: the same directory under another spelling is the file in place") {
+    const dirs d;
+    const auto content = state_file(50, 4096);
+    write(d.a / file_name_for("ab"), content);
+    auto r = d.request(content.size(), true);
+    r.target = d.b / ".." / "a" / file_name_for("ab");
+    CHECK(bring_slot_file(r) == bring_result::linked);
+    CHECK(names_in(d.a) == std::vector<std::string>{file_name_for("ab")});
+    CHECK(read(d.a / file_name_for("ab")) == content);
 }
