@@ -121,32 +121,55 @@ test('llama: directories on two file systems: the replica\'s file is copied', { 
   }
 });
 
-test('llama: a replica\'s file cut short is a miss: computed again, the source index untouched', { timeout: 300000 }, async () => {
-  const a = await startLlama({ arch: 'llama', slots: 1, ctx: 16384 });
-  const b = await startLlama({ arch: 'llama', slots: 1, ctx: 16384 });
+// Two -np 1 replicas a and b of `arch` with their own save directories behind one warmslot:
+// `fn({ ws, a, b, doc })` after a document was asked (and saved) on a. Stops everything.
+async function withDocumentOnA(arch, extra, fn) {
+  const a = await startLlama({ arch, slots: 1, ctx: 16384 });
+  const b = await startLlama({ arch, slots: 1, ctx: 16384 });
   const ws = await startWarmslot({ backends: [{ name: 'a', url: a.url, slotSaveDir: a.saveDir },
-    { name: 'b', url: b.url, slotSaveDir: b.saveDir }], extra: diskSettings });
-  let busy;
+    { name: 'b', url: b.url, slotSaveDir: b.saveDir }], extra: `${diskSettings}${extra}` });
   try {
     await routed(ws, 2);
     const doc = makeDocument(901, 4000);
     assert.match((await ask(ws, doc, 'Q1?')).disk, /^snapshot \d+ tokens$/);
-    const rowsOfA = indexRows(a.saveDir);
-    const [file] = snapshotFiles(a.saveDir);
-    const full = path.join(a.saveDir, file);
-    fs.truncateSync(full, Math.floor(fs.statSync(full).size / 2));  // as if still being written
-    busy = await keepBusy(ws, a, doc);
-    const moved = await ask(ws, doc, 'Q2?');
-    busy.abort();
-    assert.equal(moved.backend, 'b');
-    assert.match(moved.disk, /^snapshot \d+ tokens$/, 'computed and saved on b');
-    assert.ok(moved.processed >= 3000, `the document was computed (${moved.processed})`);
-    assert.deepEqual(indexRows(a.saveDir), rowsOfA, 'the source index is untouched');
-    assert.ok(fs.existsSync(full));
+    await fn({ ws, a, b, doc });
   } finally {
-    busy?.abort();
     await ws.stop();
     await a.stop();
     await b.stop();
   }
+}
+
+// The document again while a is busy: it goes to b, which computes it and saves its own file.
+async function computedOnB(ws, a, b, doc) {
+  const busy = await keepBusy(ws, a, doc);
+  try {
+    const moved = await ask(ws, doc, 'Q2?');
+    assert.equal(moved.backend, 'b');
+    assert.match(moved.disk, /^snapshot \d+ tokens$/, 'computed and saved on b');
+    assert.ok(moved.processed >= 3000, `the document was computed (${moved.processed})`);
+  } finally {
+    busy.abort();
+  }
+}
+
+test('llama: a replica\'s file cut short is a miss: computed again, the source index untouched', { timeout: 300000 }, async () => {
+  await withDocumentOnA('llama', '', async ({ ws, a, b, doc }) => {
+    const rowsOfA = indexRows(a.saveDir);
+    const [file] = snapshotFiles(a.saveDir);
+    const full = path.join(a.saveDir, file);
+    fs.truncateSync(full, Math.floor(fs.statSync(full).size / 2));  // as if still being written
+    await computedOnB(ws, a, b, doc);
+    assert.deepEqual(indexRows(a.saveDir), rowsOfA, 'the source index is untouched');
+    assert.ok(fs.existsSync(full));
+  });
+});
+
+test('llama: cache.replica_files false: each directory restores only its own files', { timeout: 300000 }, async () => {
+  await withDocumentOnA('llama', '  replica_files: false\n', async ({ ws, a, b, doc }) => {
+    await computedOnB(ws, a, b, doc);
+    const [file] = snapshotFiles(b.saveDir);
+    assert.notEqual(fs.statSync(path.join(b.saveDir, file)).ino, fs.statSync(path.join(a.saveDir, file)).ino,
+      'b saved its own file under the same name');
+  });
 });
