@@ -71,9 +71,9 @@ const char* name(bring_result r) noexcept {
         case bring_result::missing:
             return "missing";
         case bring_result::no_room:
-            return "no room";
+            return "no_room";
         case bring_result::too_slow:
-            return "too slow";
+            return "too_slow";
         case bring_result::failed:
             return "failed";
     }

@@ -44,7 +44,8 @@ enum class bring_result {
     too_slow,  // the copy did not finish before the deadline; nothing is left behind
     failed,    // the target directory cannot be written
 };
-const char* name(bring_result r) noexcept;
+inline constexpr std::size_t bring_results = 6;
+const char* name(bring_result r) noexcept;  // also the label of warmslot_replica_files_total
 
 struct bring_request {
     std::filesystem::path source;  // the other directory's file

@@ -86,6 +86,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int back
     req.target = p.index->slot_dir() / offer.row.file;
     req.deadline = std::chrono::steady_clock::now() + cfg->cache.slot_call_timeout;
     const auto result = co_await on_index(file_ex_, [req] { return cache::bring_slot_file(req); });
+    replica_results_[static_cast<std::size_t>(result)].fetch_add(1, std::memory_order_relaxed);
     const auto& name = cfg->backends[static_cast<std::size_t>(backend)].name;
     if (result != cache::bring_result::linked && result != cache::bring_result::copied) {
         log()->info("{}'s file of prefix {} in {} not brought to {}: {}", offer.backend, p.key,

@@ -9,6 +9,7 @@
 // Nothing here ever fails a client request: every problem falls back to recomputing.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -25,6 +26,7 @@
 #include "cache/disk_policy.hpp"
 #include "cache/index.hpp"
 #include "cache/leases.hpp"
+#include "cache/replica_file.hpp"
 #include "cache/rollback.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
@@ -122,6 +124,12 @@ public:
     // Prompt tokens llama-server computed for warmslot's priming since start (every backend).
     std::uint64_t primed_tokens_total() const { return primed_total_.load(std::memory_order_relaxed); }
 
+    // Files found in another backend's slot directory since start, by what became of them
+    // (linked, copied, or why not).
+    std::uint64_t replica_files_total(cache::bring_result r) const {
+        return replica_results_[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
+    }
+
     // Saves every idle slot of `backend` whose stable prefix (the last one a request brought to
     // it) is long enough and not on disk yet, e.g. because it was used fewer than
     // snapshot_after_uses times: the slot is primed with exactly that prefix and saved, like a
@@ -214,6 +222,7 @@ private:
     std::map<int, cache::rollback_memory> rollbacks_;  // per backend: what rollbacks recomputed
     std::map<int, cache::restore_rate> restore_rates_;  // per backend: measured restores
     std::atomic<std::uint64_t> primed_total_{0};
+    std::array<std::atomic<std::uint64_t>, cache::bring_results> replica_results_{};
     restore_fn on_restore_;
     // Per (backend, slot): the last stable prefix a request brought there, so that it can be
     // saved later (save_valuable). One entry per slot, replaced by the next prefix: memory is

@@ -143,6 +143,15 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     counter(text, "warmslot_belief_corrections_total",
             "Slot beliefs corrected from GET /slots or after a backend restart.",
             static_cast<double>(c.corrections));
+    text += "# HELP warmslot_replica_files_total Slot files found in another backend's slot "
+            "directory (a replica's) on a miss, by what became of them: linked or copied into "
+            "the asking backend's directory, or why not.\n"
+            "# TYPE warmslot_replica_files_total counter\n";
+    for (std::size_t r = 0; r < cache::bring_results; ++r) {
+        const auto result = static_cast<cache::bring_result>(r);
+        text += fmt::format("warmslot_replica_files_total{{result=\"{}\"}} {}\n",
+                            cache::name(result), disk_ ? disk_->replica_files_total(result) : 0);
+    }
     gauge(text, "warmslot_slots_reserved",
           "Slots reserved now for a request or for warmslot's own work on them (priming, "
           "saving, restoring, probing); 0 whenever warmslot is idle.",

@@ -24,6 +24,13 @@ async function promptTokensTotal(llama) {
   return Number(text.match(/^llamacpp:prompt_tokens_total (\d+)/m)[1]);
 }
 
+// warmslot_replica_files_total by result, the non-zero ones.
+async function replicaFiles(ws) {
+  const text = await (await fetch(`${ws.url}/metrics`)).text();
+  return Object.fromEntries([...text.matchAll(/^warmslot_replica_files_total\{result="(\w+)"\} (\d+)$/mg)]
+    .filter((m) => m[2] !== '0').map((m) => [m[1], Number(m[2])]));
+}
+
 async function ask(ws, doc, q) {
   const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q));
   assert.equal(r.status, 200, JSON.stringify(r.body));
@@ -52,8 +59,8 @@ async function keepBusy(ws, llama, doc) {
 }
 
 // The document on the first replica, then on the second while the first is busy. `dirs`: the
-// two save directories (the same one twice: shared).
-async function documentMovesOver(arch, dirs, expectDisk) {
+// two save directories (the same one twice: shared); `counted`: warmslot_replica_files_total then.
+async function documentMovesOver(arch, dirs, expectDisk, counted) {
   const [a, b] = [await startLlama({ arch, slots: 1, ctx: 16384, slotSaveDir: dirs[0] }),
     await startLlama({ arch, slots: 1, ctx: 16384, slotSaveDir: dirs[1] })];
   const ws = await startWarmslot({ backends: [{ name: 'a', url: a.url, slotSaveDir: dirs[0] },
@@ -82,6 +89,7 @@ async function documentMovesOver(arch, dirs, expectDisk) {
     assert.deepEqual(indexRows(dirs[0]).filter((r) => rowsOfA.includes(r)), rowsOfA);
     for (const r of rowsOfA) assert.ok(fs.existsSync(path.join(dirs[0], r.split(' ')[1])));
     assert.deepEqual(indexRows(dirs[1]).map((r) => r.split(' ')[1]), snapshotFiles(dirs[1]).sort());
+    assert.deepEqual(await replicaFiles(ws), counted);
   } finally {
     busy?.abort();
     await ws.stop();
@@ -95,14 +103,15 @@ const tempDir = (root, prefix) => fs.mkdtempSync(path.join(root, `warmslot-${pre
 for (const arch of ['llama', 'qwen35']) {
   test(`${arch}: separate slot directories: the replica's file is linked and restored`, { timeout: 300000 }, async () => {
     const dirs = [tempDir(os.tmpdir(), 'slots-a'), tempDir(os.tmpdir(), 'slots-b')];
-    await documentMovesOver(arch, dirs, /^restored \d+ tokens \(from replica a, linked\)$/);
+    await documentMovesOver(arch, dirs, /^restored \d+ tokens \(from replica a, linked\)$/,
+      { linked: 1 });
     const [file] = snapshotFiles(dirs[1]);
     assert.equal(fs.statSync(path.join(dirs[1], file)).ino, fs.statSync(path.join(dirs[0], file)).ino);
   });
 
   test(`${arch}: one shared slot directory: the replica restores the file the other saved`, { timeout: 300000 }, async () => {
     const dir = tempDir(os.tmpdir(), 'slots-shared');
-    await documentMovesOver(arch, [dir, dir], /^restored \d+ tokens$/);
+    await documentMovesOver(arch, [dir, dir], /^restored \d+ tokens$/, {});
   });
 }
 
@@ -113,7 +122,8 @@ test('llama: directories on two file systems: the replica\'s file is copied', { 
   }
   const dirs = [tempDir('/dev/shm', 'slots-a'), tempDir(os.tmpdir(), 'slots-b')];
   try {
-    await documentMovesOver('llama', dirs, /^restored \d+ tokens \(from replica a, copied\)$/);
+    await documentMovesOver('llama', dirs, /^restored \d+ tokens \(from replica a, copied\)$/,
+      { copied: 1 });
     const [file] = snapshotFiles(dirs[1]);
     assert.ok(fs.readFileSync(path.join(dirs[1], file)).equals(fs.readFileSync(path.join(dirs[0], file))));
   } finally {
@@ -160,6 +170,7 @@ test('llama: a replica\'s file cut short is a miss: computed again, the source i
     const full = path.join(a.saveDir, file);
     fs.truncateSync(full, Math.floor(fs.statSync(full).size / 2));  // as if still being written
     await computedOnB(ws, a, b, doc);
+    assert.deepEqual(await replicaFiles(ws), { missing: 1 });
     assert.deepEqual(indexRows(a.saveDir), rowsOfA, 'the source index is untouched');
     assert.ok(fs.existsSync(full));
   });
@@ -168,6 +179,7 @@ test('llama: a replica\'s file cut short is a miss: computed again, the source i
 test('llama: cache.replica_files false: each directory restores only its own files', { timeout: 300000 }, async () => {
   await withDocumentOnA('llama', '  replica_files: false\n', async ({ ws, a, b, doc }) => {
     await computedOnB(ws, a, b, doc);
+    assert.deepEqual(await replicaFiles(ws), {});
     const [file] = snapshotFiles(b.saveDir);
     assert.notEqual(fs.statSync(path.join(b.saveDir, file)).ino, fs.statSync(path.join(a.saveDir, file)).ino,
       'b saved its own file under the same name');
