@@ -63,6 +63,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::find_file(int backend
 // the new one) while it is brought and restored.
 awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int backend,
                                                                         const prefix& p) {
+    const auto cfg = src_.current();
     const auto others = other_indexes(backend);
     const auto info = reg_.info(backend);
     if (others.empty() || !info) co_return std::nullopt;
@@ -74,7 +75,6 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int back
         }
         return out;
     });
-    const auto cfg = src_.current();
     const auto own_budget = cfg->cache.max_disk_of(p.tenant);
     const auto max_bytes = std::min(cfg->cache.max_disk, own_budget.value_or(cfg->cache.max_disk));
     const auto pick = cache::pick_replica_file(offers, info->identity, max_bytes);
