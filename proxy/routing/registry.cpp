@@ -88,7 +88,12 @@ ticket registry::reserve(const fingerprint* fp, std::string_view model,
     t.request_bytes = request_bytes;
     t.takes_slot = takes_slot;
     if (t.p.backend < 0) return t;
-    return reserve_locked(std::move(t), now);
+    t = reserve_locked(std::move(t), now);
+    if (fp && t.p.slot && t.p.why != route::wait_hit) {
+        backends_[static_cast<std::size_t>(t.p.backend)].planned_for[static_cast<std::size_t>(*t.p.slot)] =
+            fp->levels;
+    }
+    return t;
 }
 
 plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
@@ -305,6 +310,8 @@ void registry::set_info(int backend, const backend_info& info, bool pinning) {
     const auto n = static_cast<std::size_t>(std::max(0, info.total_slots));
     b.reserved_by.resize(n, 0);
     b.preparing.resize(n, false);
+    b.sent_at.resize(n, clock::time_point{});
+    b.planned_for.resize(n);
     b.view.slots.assign(n, slot_view{});
     for (std::size_t i = 0; i < n; ++i) {
         b.view.slots[i].id = static_cast<int>(i);
@@ -410,6 +417,8 @@ std::optional<std::size_t> registry::end_ticket_locked(const ticket& t) {
 void registry::unreserve_locked(backend_state& b, std::size_t i) {
     b.reserved_by[i] = 0;
     b.preparing[i] = false;
+    b.sent_at[i] = clock::time_point{};
+    b.planned_for[i].clear();
     b.view.slots[i].busy = b.outside_busy[i];
 }
 

@@ -179,6 +179,24 @@ public:
     void set_preparing(const ticket& t, bool on);
     bool preparing(int backend) const;
 
+    // Order among requests llama-server places itself. It gives a floating request the idle
+    // slot sharing the most of its prompt, ties to the lower id: sent while a lower slot holds
+    // the same prefix for another ticket whose request has not started there, it runs on that
+    // slot (and the other then queues behind it). `sending`: the ticket's request is written to
+    // llama-server now. `ahead`: the slots of `backend` reserved by other tickets that hold at
+    // least `request`'s stable prefix, or are being prepared for a request that shares it: those
+    // below `slot` when `slot` holds the prefix (ties go to the lower id), all of them when it
+    // does not. Whether one has not sent its request yet, and when the others did (the caller
+    // checks with GET /slots that they run). Woken by sending, preparations ending and tickets
+    // ending.
+    struct ahead_state {
+        bool unsent = false;
+        std::vector<std::pair<int, clock::time_point>> sent;  // slot, when its request went
+        bool empty() const { return !unsent && sent.empty(); }
+    };
+    void sending(const ticket& t, clock::time_point now);
+    ahead_state ahead(int backend, int slot, const fingerprint& request) const;
+
     std::vector<backend_view> snapshot() const;
     counters totals() const;
     std::optional<backend_info> info(int backend) const;
@@ -194,6 +212,8 @@ private:
         std::vector<bool> outside_busy;          // per slot: processing without our ticket
         std::vector<bool> preparing;             // per slot: its ticket works on it before
                                                  // its request (restore, priming, save)
+        std::vector<clock::time_point> sent_at;  // per slot: when its ticket's request went
+        std::vector<std::vector<prefix_level>> planned_for;  // per slot: its ticket's request
         std::size_t unpinned_in_flight = 0;      // unpinned requests that may take a slot
         std::size_t unpinned_other = 0;          // unpinned ones that take none (/tokenize, ...)
         std::size_t floating_in_flight = 0;      // requests on a slot llama-server chose

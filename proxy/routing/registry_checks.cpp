@@ -107,4 +107,42 @@ bool registry::preparing(int backend) const {
     return false;
 }
 
+void registry::sending(const ticket& t, clock::time_point now) {
+    {
+        std::lock_guard lock(mu_);
+        if (t.p.backend < 0 || !t.p.slot) return;
+        auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+        const auto i = static_cast<std::size_t>(*t.p.slot);
+        if (i >= b.reserved_by.size() || b.reserved_by[i] != t.id) return;
+        b.sent_at[i] = now;
+    }
+    notify();
+}
+
+registry::ahead_state registry::ahead(int backend, int slot, const fingerprint& request) const {
+    ahead_state out;
+    const std::size_t need = request.stable_levels;
+    std::lock_guard lock(mu_);
+    if (need == 0 || backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return out;
+    const auto& b = backends_[static_cast<std::size_t>(backend)];
+    const auto own = static_cast<std::size_t>(std::max(0, slot));
+    const auto shares = [&](std::size_t i) {
+        return common_levels(b.view.slots[i].held, request.levels) >= need ||
+               (b.preparing[i] && common_levels(b.planned_for[i], request.levels) >= need);
+    };
+    // A planned slot holding the prefix loses only ties, to lower ids; one without it loses to
+    // every slot with it.
+    const bool own_holds = own < b.view.slots.size() &&
+                           common_levels(b.view.slots[own].held, request.levels) >= need;
+    for (std::size_t i = 0; i < b.reserved_by.size(); ++i) {
+        if (i == own || (own_holds && i > own) || b.reserved_by[i] == 0 || !shares(i)) continue;
+        if (b.sent_at[i] == clock::time_point{}) {
+            out.unsent = true;
+        } else {
+            out.sent.emplace_back(static_cast<int>(i), b.sent_at[i]);
+        }
+    }
+    return out;
+}
+
 }  // namespace warmslot::routing

@@ -188,6 +188,9 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             if (t.p.matched_levels > p->levels.size() || !holds_more(t, *p)) co_return none;
             co_return co_await restore_or_keep(pool, t, *p, judged);
         }
+        // Another request is saving this prefix right now (a burst on one document): its file
+        // is what this slot needs, for less than computing the prefix again.
+        if (co_await wait_for_save(p->key)) log()->debug("waited for the save of {}", p->key);
         // Leased before the lookup: from the decision to restore until the restore answered,
         // no eviction (another request's snapshot making room) can delete this file.
         auto lease = leases_.take(p->key);
@@ -228,6 +231,19 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
         remember(t.p.backend, *t.p.slot, *p);
     }
     co_return none;
+}
+
+// While a lease on `key` is held and the key has no file yet, someone saves it: waits, polling
+// (a save answers in seconds), at most as long as one slot call may take. True when it waited.
+awaitable<bool> disk_tier::wait_for_save(const std::string& key) {
+    if (leases_.count(key) == 0) co_return false;
+    const auto deadline = std::chrono::steady_clock::now() + src_.current()->cache.slot_call_timeout;
+    net::steady_timer timer(co_await net::this_coro::executor);
+    while (leases_.count(key) > 0 && std::chrono::steady_clock::now() < deadline) {
+        timer.expires_after(std::chrono::milliseconds(50));
+        co_await timer.async_wait(nothrow);
+    }
+    co_return true;
 }
 
 awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket& t,

@@ -176,6 +176,7 @@ private:
     // The slot holds p and more: restore p's file, or keep the slot for a rollback, whichever
     // is expected to cost less (service/disk_rollback.cpp).
     bool holds_more(const routing::ticket& t, const prefix& p) const;
+    awaitable<bool> wait_for_save(const std::string& key);
     awaitable<disk_action> restore_or_keep(upstream::pool& pool, routing::ticket& t,
                                            const prefix& p, bool judged);
     // `on_demand`: an explicit save (POST /admin/snapshot, /admin/warm, before a stop), which

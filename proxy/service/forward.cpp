@@ -460,7 +460,9 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             r.preparing(true);
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat(),
                                                out.caller ? out.caller->tenant : std::string());
-            if (!takes_id_slot(shape)) co_await disk_->clear_rivals(pool, t, *fp);
+            // Nothing done to the slot: it is not being prepared (a floating request waiting
+            // for its turn below must not be taken for one preparing its prefix).
+            if (out.disk.what == disk_action::kind::none && out.disk.primed == 0) r.preparing(false);
         }
         // The disk tier's calls met a closed pooled connection and went on over a new one: the
         // backend may have restarted. What they did to this slot was done on the backend as it
@@ -470,6 +472,12 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         }
         const bool pin = slot && takes_id_slot(shape);
         if (slot && !pin) reg_.mark_floating(t);
+        if (slot && !pin && fp) {
+            co_await wait_turn(cfg, pool, b, t, *fp, st);
+            // After the wait: what the other slots hold now is what llama-server compares.
+            if (disk_ && view.chat() && !lora && worth_preparing(*fp))
+                co_await disk_->clear_rivals(pool, t, *fp);
+        }
         // llama-server places this one itself: not on a slot a request is preparing. (A
         // floating request has a slot of its own, prepared for it and predicted to be chosen:
         // it does not wait, so two of them never wait for each other.)
@@ -514,6 +522,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             st.on_started = nullptr;
             if (planned) {
                 r.sent();
+                reg_.sending(t, clock::now());
                 // A slot the disk tier worked on stays marked until llama-server has started
                 // the request there: a request placed by llama-server could take it first.
                 const bool worked = out.disk.what != disk_action::kind::none || out.disk.primed > 0;

@@ -124,6 +124,11 @@ private:
                                   forward_state& st);
     awaitable<void> wait_for_preparations(const config::config& cfg, int backend,
                                           forward_state& st);
+    // A request llama-server places itself waits until those prepared on lower slots with its
+    // prefix run there (service/floating_order.cpp).
+    awaitable<void> wait_turn(const config::config& cfg, upstream::pool& pool,
+                              const config::backend& b, const routing::ticket& t,
+                              const routing::fingerprint& fp, forward_state& st);
     awaitable<void> await_checks(const config::config& cfg, int backend, forward_state& st,
                                  outcome& out, const char* why);
     awaitable<void> clear_adapter_kv(upstream::pool& pool, const config::config& cfg, int backend,

@@ -36,8 +36,8 @@ test('qwen35 -np 2 without checkpoints: Messages requests run on the slot warmsl
     await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
     const doc = makeDocument(2701, 6000);
     let asked = 2;  // warmslot primes with n_predict 1: every request here asks for more
-    const ask = async (question) => {
-      const n = ++asked;
+    const ask = async (question, long) => {
+      const n = long ?? ++asked;
       const r = await postJson(`${ws.url}/v1/messages`, { model: 'tiny', max_tokens: n, temperature: 0,
         system: [{ type: 'text', text: doc }], messages: [{ role: 'user', content: question }] });
       assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
@@ -47,13 +47,18 @@ test('qwen35 -np 2 without checkpoints: Messages requests run on the slot warmsl
     };
     const where = async (a) => ({ ...a, ran: await ranOn(llama, a.n) });
 
-    // Two questions on the document at once. Where they run is not asserted: a floating request
-    // does not wait while the other prepares its slot (two would wait for each other), so when
-    // it reaches llama-server between that slot's priming and its save, llama-server may place
-    // it on the freshly primed slot (the best common prefix) and the other one queues behind it.
-    // Both are answered, and what they leave is what the next requests are planned on.
-    await Promise.all([ask('Question one: what is on the first line?'),
-      ask('Question two: which word comes last?')]);
+    // Two questions on the document at once: each has its own slot prepared with the document,
+    // and llama-server would give the one sent first the lower of the two (the same common
+    // prefix, ties to the lower id) while the other is still idle there. warmslot sends the one
+    // prepared on the higher slot only once the other runs on the lower one, so each runs where
+    // it was prepared.
+    const both = await Promise.all([ask('Question one: what is on the first line?', 400),
+      ask('Question two: which word comes last?', 401)]);
+    const placed = await Promise.all(both.map(where));
+    const slots = (await getJson(`${llama.url}/slots`)).body.map((s) => `${s.id}: n_predict ${s.params?.n_predict}`).join(', ');
+    for (const a of placed) {
+      assert.equal(a.ran, a.expected, `"${a.question}" (asked at once with another) ran on slot ${a.ran}, prepared on ${a.expected} (${a.disk}); both: ${JSON.stringify(placed)}; /slots: ${slots}`);
+    }
     // Three more one after another. The first finds a slot holding the document and an earlier
     // question: warmslot keeps it for llama-server's rollback (it has not seen one fail here), and
     // without a checkpoint the whole prompt is recomputed, which teaches warmslot that restoring

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -192,4 +194,70 @@ TEST_CASE("registry: a plan never names a backend beyond the request's config") 
     grown.set_healthy(0, false);
     auto none = grown.reserve(&fp, "", fp.total_bytes, routing::clock::now(), true, 1);
     CHECK(none.p.backend == -1);
+}
+
+TEST_CASE("registry: a request waits for the slots llama-server would give it instead of its own") {
+    routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
+    make_ready(reg, 1, 3);
+    const auto now = routing::clock::now();
+    const auto a = document('a');
+    const auto other = document('b');
+    auto first = reg.reserve(&a, "", a.total_bytes, now);
+    auto second = reg.reserve(&a, "", a.total_bytes, now);
+    auto unrelated = reg.reserve(&other, "", other.total_bytes, now);
+    REQUIRE(first.p.slot);
+    REQUIRE(second.p.slot);
+    REQUIRE(unrelated.p.slot);
+    const bool first_low = *first.p.slot < *second.p.slot;
+    auto& lower = first_low ? first : second;
+    auto& higher = first_low ? second : first;
+    // Nothing prepared yet, nothing held: no slot would take the request from another.
+    CHECK(reg.ahead(0, *higher.p.slot, a).empty());
+    // Both being prepared with the document: the higher one waits for the lower one, which
+    // waits for nothing while its own slot holds the prefix (no two wait for each other).
+    reg.set_preparing(lower, true);
+    reg.set_preparing(higher, true);
+    reg.set_preparing(unrelated, true);
+    CHECK(reg.ahead(0, *higher.p.slot, a).unsent);
+    reg.set_held(lower, a.levels, 6000);
+    reg.set_held(higher, a.levels, 6000);
+    CHECK(reg.ahead(0, *lower.p.slot, a).empty());
+    auto seen = reg.ahead(0, *higher.p.slot, a);
+    CHECK(seen.unsent);
+    CHECK(seen.sent.empty());
+    const auto when = now + std::chrono::milliseconds(5);
+    reg.sending(lower, when);
+    reg.sending(unrelated, when);
+    seen = reg.ahead(0, *higher.p.slot, a);
+    CHECK_FALSE(seen.unsent);
+    REQUIRE(seen.sent.size() == 1);  // the slot prepared for another document never counts
+    CHECK(seen.sent[0].first == *lower.p.slot);
+    CHECK(seen.sent[0].second == when);
+    reg.cancel(lower);  // its request is over: nothing ahead any more
+    CHECK(reg.ahead(0, *higher.p.slot, a).empty());
+    reg.cancel(higher);
+    reg.cancel(unrelated);
+}
+
+TEST_CASE("registry: a request whose slot could not be prepared waits for every slot with its prefix") {
+    routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
+    make_ready(reg, 1, 2);
+    const auto now = routing::clock::now();
+    const auto a = document('a');
+    auto prepared = reg.reserve(&a, "", a.total_bytes, now);
+    auto bare = reg.reserve(&a, "", a.total_bytes, now);
+    REQUIRE(prepared.p.slot);
+    REQUIRE(bare.p.slot);
+    reg.set_preparing(prepared, true);
+    reg.set_held(prepared, a.levels, 6000);
+    // Whatever the ids, the slot holding the prefix takes the unprepared request first.
+    const auto seen = reg.ahead(0, *bare.p.slot, a);
+    CHECK(seen.unsent);
+    // The prepared one does not wait for the unprepared one (its slot will not hold the prefix).
+    CHECK(reg.ahead(0, *prepared.p.slot, a).empty());
+    reg.sending(prepared, now);
+    CHECK(reg.ahead(0, *bare.p.slot, a).sent.size() == 1);
+    reg.cancel(prepared);
+    CHECK(reg.ahead(0, *bare.p.slot, a).empty());
+    reg.cancel(bare);
 }

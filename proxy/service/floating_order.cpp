@@ -1,0 +1,67 @@
+// The order in which requests llama-server places itself (Anthropic Messages: it drops their
+// id_slot) are sent when several are prepared at once on one backend. llama-server gives such a
+// request the idle slot sharing the most of its prompt, ties to the lower id. When two requests
+// share a document and each had its own slot prepared with it, the one on the higher slot sent
+// while the lower slot is still idle (prepared, its request not running yet) would run on the
+// lower slot, and the other request then on the higher one: both computed, but each on the
+// slot the other was prepared on, and every belief about them wrong. And a request whose slot
+// could not be prepared (another request holds the file's key) would run on any idle slot
+// holding its prefix. So a request waits until the requests of the slots that would take it
+// (routing::registry::ahead) are running there. A prepared slot waits only for lower ones, an
+// unprepared one for prepared ones: no two wait for each other.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+
+#include "routing/observations.hpp"
+#include "service/pipeline.hpp"
+#include "service/relay.hpp"
+#include "service/wakeup.hpp"
+#include "upstream/llama_client.hpp"
+
+namespace warmslot::service {
+
+namespace {
+using routing::clock;
+constexpr std::chrono::milliseconds slots_timeout{10'000};  // GET /slots
+constexpr std::chrono::milliseconds poll_pause{25};         // between two reads of /slots
+constexpr int max_polls = 200;                               // 5 s of reads once all are sent
+}  // namespace
+
+awaitable<void> pipeline::wait_turn(const config::config& cfg, upstream::pool& pool,
+                                    const config::backend& b, const routing::ticket& t,
+                                    const routing::fingerprint& fp, forward_state& st) {
+    if (t.p.backend < 0 || !t.p.slot) co_return;
+    const int backend = t.p.backend;
+    const int slot = *t.p.slot;
+    // At most as long as a wait for a busy slot: past it, the request goes as it is.
+    const auto deadline = clock::now() + cfg.routing.max_wait;
+    const auto gone = [&st] { return st.client_gone; };
+    for (int polls = 0; polls < max_polls && !st.client_gone;) {
+        const auto ahead = reg_.ahead(backend, slot, fp);
+        if (ahead.empty()) co_return;
+        if (ahead.unsent) {  // prepared, not sent yet: woken when it is, or its ticket ends
+            const bool sent = co_await wait_until(
+                *wakeups_, [&] { return !reg_.ahead(backend, slot, fp).unsent; }, deadline, gone);
+            if (!sent) co_return;
+            continue;
+        }
+        // Sent: running there once GET /slots shows the slot processing.
+        const auto r = co_await upstream::call(pool, b, http::verb::get, "/slots", "", slots_timeout);
+        const auto seen = routing::read_slots(
+            r.status == 200 ? nlohmann::json::parse(r.body, nullptr, false) : nlohmann::json());
+        if (!seen) co_return;  // cannot tell: go
+        const bool running = std::all_of(ahead.sent.begin(), ahead.sent.end(), [&](const auto& a) {
+            return std::any_of(seen->begin(), seen->end(), [&](const routing::observed_slot& o) {
+                return o.id == a.first && o.processing;
+            });
+        });
+        if (running) co_return;
+        ++polls;
+        co_await wait_until(*wakeups_, [] { return false; },
+                            std::min(deadline, clock::now() + poll_pause), gone);
+    }
+}
+
+}  // namespace warmslot::service
