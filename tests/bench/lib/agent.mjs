@@ -19,7 +19,7 @@ const sizes = {
 };
 
 export const agentPreset = 'rewrite:\n  default:\n    system_messages: front\n' +
-  '    volatile_lines:\n      presets: [date, time, iso_timestamp]\n';
+  '    volatile_lines:\n      presets: [date, time, iso_timestamp, billing_header]\n      mark: false\n';
 
 const hex = (r, n) => Array.from({ length: n }, () => Math.floor(r() * 16).toString(16)).join('');
 
