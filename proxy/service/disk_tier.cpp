@@ -233,8 +233,9 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
     co_return none;
 }
 
-// While a lease on `key` is held and the key has no file yet, someone saves it: waits, polling
-// (a save answers in seconds), at most as long as one slot call may take. True when it waited.
+// Waits while another request holds a lease on `key`: it is saving the prefix (then its file is
+// found afterwards) or restoring it (a short wait, for nothing). Polls; at most as long as one
+// slot call may take. True when it waited.
 awaitable<bool> disk_tier::wait_for_save(const std::string& key) {
     if (leases_.count(key) == 0) co_return false;
     const auto deadline = std::chrono::steady_clock::now() + src_.current()->cache.slot_call_timeout;

@@ -480,7 +480,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         }
         // llama-server places this one itself: not on a slot a request is preparing. (A
         // floating request has a slot of its own, prepared for it and predicted to be chosen:
-        // it does not wait, so two of them never wait for each other.)
+        // it waited for its turn above instead.)
         if (!slot && takes_slot) co_await wait_for_preparations(cfg, static_cast<int>(i), st);
         header_list extra = {
             {"X-Warmslot-Backend", b.name},
