@@ -1,5 +1,6 @@
 #include "rewrite/rules.hpp"
 
+#include "api/chat_view.hpp"
 #include "rewrite/text.hpp"
 
 #include <algorithm>
@@ -70,9 +71,14 @@ std::string take_volatile_lines(std::string_view text, const std::vector<pattern
                 }
             }
         }
-        if (matches)
-            taken.emplace_back(bare);
-        else
+        if (matches) {
+            // llama-server blanks the per-request cch= hash of a billing line in the system
+            // prompt, not in a user turn: moved, the line keeps what the model would have seen
+            // (and one request's line is the next one's).
+            std::string moved(bare);
+            api::normalize_billing_header(moved);
+            taken.push_back(std::move(moved));
+        } else
             kept += line;
     }
     return kept;

@@ -210,6 +210,26 @@ TEST_CASE("rewrite: unmarked volatile lines cost what they cost in the system pr
     }
 }
 
+TEST_CASE("rewrite: a moved billing line has its per-request hash blanked as llama-server does") {
+    cfg::rewrite_rules settings;
+    settings.volatile_presets = {"billing_header"};
+    settings.volatile_mark = false;
+    const rw::compiled_rules rules(settings);
+    std::string seen;
+    for (const char* hash : {"a1b2c", "9f8e7"}) {
+        CAPTURE(hash);
+        const std::string line =
+            std::string("x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli; cch=") + hash + ";";
+        rw::memory mem(1 << 20);
+        const auto out = rw::rewrite_chat(
+            rules, mem, chat({msg("system", json::array({part(line), part("You are terse.")})), msg("user", "Hi")}));
+        const auto user = text_of(out.body["messages"].back()["content"]);
+        CHECK(user == "x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli; cch=fffff;\n\nHi");
+        if (!seen.empty()) CHECK(user == seen);  // two requests' lines are one
+        seen = user;
+    }
+}
+
 TEST_CASE("rewrite: a user turn keeps its block when it becomes history") {
     const rw::compiled_rules rules(volatile_rules());
     rw::memory mem(1 << 20);
