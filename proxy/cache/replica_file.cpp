@@ -13,12 +13,15 @@ namespace {
 namespace fs = std::filesystem;
 constexpr std::size_t chunk_bytes = 1 << 20;  // one read and write of a copy
 
-// "ws-<key>-<n>.bin.tmp" next to "ws-<key>.bin": unique per attempt, so two requests bringing
-// the same file never write into each other's, and a leftover matches what index open() deletes.
-fs::path temporary_for(const fs::path& target) {
+// "ws-<key>-[<tag>-]<n>.bin.tmp" next to "ws-<key>.bin": unique per attempt (and per writer
+// with a tag), so two requests bringing the same file never write into each other's, and a
+// leftover matches what index open() deletes.
+fs::path temporary_for(const fs::path& target, const std::string& tag) {
     static std::atomic<std::uint64_t> next{0};
     const auto n = next.fetch_add(1, std::memory_order_relaxed);
-    return target.parent_path() / (target.stem().string() + "-" + std::to_string(n) + ".bin.tmp");
+    const auto middle = tag.empty() ? std::string() : tag + "-";
+    return target.parent_path() /
+           (target.stem().string() + "-" + middle + std::to_string(n) + ".bin.tmp");
 }
 
 // Copies `from` into `to` chunk by chunk; false when it fails, is not `bytes` long or the
@@ -105,7 +108,7 @@ bring_result bring_slot_file(const bring_request& r) {
     // One directory under two spellings: the file is in place already (a rename onto another
     // name of the same file would do nothing and leave the temporary behind).
     if (fs::equivalent(r.source, r.target, ec) && !ec) return bring_result::linked;
-    const auto tmp = temporary_for(r.target);
+    const auto tmp = temporary_for(r.target, r.tag);
     auto result = bring_result::linked;
     if (r.allow_link) fs::create_hard_link(r.source, tmp, ec);
     if (!r.allow_link || ec) {  // another file system, or one without links: a copy

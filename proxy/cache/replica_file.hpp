@@ -52,7 +52,10 @@ struct bring_request {
     std::uint64_t bytes = 0;       // its size as its index says (what its save wrote)
     std::filesystem::path target;  // the file to make, in the receiving directory
     std::chrono::steady_clock::time_point deadline;
-    bool allow_link = true;  // false: always copy (tests)
+    bool allow_link = true;  // false: always copy
+    // Part of the temporary's name: unique per writer when several processes (on several
+    // hosts) may write into the target directory at once (a shared directory).
+    std::string tag;
 };
 
 // Makes `target` hold the source file: a hard link when the file system allows it, else a
