@@ -255,4 +255,18 @@ void reader::default_slot_paths(config& c, const entry& top, int backends_line) 
     }
 }
 
+// The shared tier keeps files of its own naming beside manifests; a slot directory's index
+// deletes every slot file it has no row for. One directory cannot be both.
+void reader::check_shared_dir(const entry& cache, const config& c) const {
+    if (c.cache.shared_dir.empty()) return;
+    const int line = line_of(cache.node["shared_dir"], cache.line);
+    const std::string path = child_path(cache.path, "shared_dir");
+    for (const auto& b : c.backends) {
+        if (b.slot_save_path == c.cache.shared_dir)
+            fail(line, path, "is backend " + b.name + "'s slot directory; give it a directory of its own");
+    }
+    if (c.cache.shared_dir == c.cache.dir)
+        fail(line, path, "is cache.dir; give it a directory of its own");
+}
+
 }  // namespace warmslot::config::detail

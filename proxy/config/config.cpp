@@ -279,6 +279,19 @@ cache_settings reader::read_cache(const entry& e) const {
                  {"slot_call_timeout",
                   [&](const entry& v) { out.slot_call_timeout = read_duration(v); }},
                  {"replica_files", [&](const entry& v) { out.replica_files = read_bool(v); }},
+                 {"shared_dir",
+                  [&](const entry& v) {
+                      out.shared_dir = read_scalar(v, "a directory");
+                      if (out.shared_dir.empty() || out.shared_dir.front() != '/')
+                          fail(v.line, v.path, "must be an absolute directory path");
+                      while (out.shared_dir.size() > 1 && out.shared_dir.back() == '/')
+                          out.shared_dir.pop_back();
+                  }},
+                 {"shared_max_disk",
+                  [&](const entry& v) {
+                      out.shared_max_disk = read_size(v, 1024 * 1024, UINT64_MAX / 2);
+                  }},
+                 {"shared_timeout", [&](const entry& v) { out.shared_timeout = read_duration(v); }},
                  {"tenant_max_disk",
                   [&](const entry& v) { out.tenant_max_disk = read_tenant_budgets(v); }}});
     if (out.dir.empty()) out.dir = default_cache_dir();
@@ -480,6 +493,7 @@ config reader::read(const YAML::Node& root) {
     if (!cache) c.cache.dir = default_cache_dir();
     if (cache) check_tenant_budgets(*cache, c);
     default_slot_paths(c, top, backends_line);
+    if (cache) check_shared_dir(*cache, c);
     return c;
 }
 

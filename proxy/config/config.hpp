@@ -125,6 +125,14 @@ struct cache_settings {
     // On a miss, bring the prefix's file from another backend's slot directory with the same
     // identity (a replica): hard link, or copy across file systems.
     bool replica_files = true;
+    // The shared tier (docs/scaling.md, "Slot files shared between hosts"): a directory on a
+    // file system other warmslots see too (NFS, CephFS, GlusterFS). Saved prefixes are
+    // published there; a miss looks there before priming. "" (the default): none.
+    std::string shared_dir;
+    std::uint64_t shared_max_disk = 50ull * 1024 * 1024 * 1024;  // bytes, over all warmslots
+    // How long looking a prefix up there may take; a copy from there takes at most what
+    // computing the prefix would (its manifest says), within slot_call_timeout.
+    millis shared_timeout{2'000};
     // Per-tenant budgets (cache.tenant_max_disk), per directory like max_disk: a tenant's files
     // over its budget are evicted, none of another tenant's. By tenant name, "" the default
     // tenant; "*" is every tenant not named. Tenants without one have only max_disk.

@@ -66,6 +66,8 @@ class reader {
     std::vector<std::pair<std::string, std::uint64_t>> read_tenant_budgets(const entry& e) const;
     // After the whole file: each budget within max_disk, each named tenant one of a key's.
     void check_tenant_budgets(const entry& cache, const config& c) const;
+    // After the slot directories are known: cache.shared_dir is none of them (backend.cpp).
+    void check_shared_dir(const entry& cache, const config& c) const;
     std::string read_api_key(const entry& e) const;
     void check_api_key(const entry& e, const std::string& key, const std::string& from) const;
     limits read_limits(const entry& e) const;

@@ -3,6 +3,8 @@
 #include "config_fixtures.hpp"
 
 #include <doctest/doctest.h>
+
+#include <tuple>
 #include <unistd.h>
 
 #include <chrono>
@@ -655,6 +657,37 @@ TEST_CASE("config: cache.slot_call_timeout is a positive duration") {
         } catch (const warmslot::config::config_error& e) {
             CHECK(e.key_path() == "cache.slot_call_timeout");
             CHECK(e.line() == 5);
+        }
+    }
+}
+
+TEST_CASE("config: the shared tier: off by default; an absolute directory apart from slot directories") {
+    const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+    const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\n"
+                             "    slot_save_path: /srv/slots/a\ncache:\n  dir: /srv/state\n";
+    const auto off = warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env).cache;
+    CHECK(off.shared_dir.empty());
+    CHECK(off.shared_max_disk == 50ull * 1024 * 1024 * 1024);
+    CHECK(off.shared_timeout == std::chrono::milliseconds(2000));
+    const auto on = warmslot::config::parse(
+        head + "  shared_dir: /mnt/shared/\n  shared_max_disk: 2GiB\n  shared_timeout: 500ms\n",
+        "test.yaml", env).cache;
+    CHECK(on.shared_dir == "/mnt/shared");
+    CHECK(on.shared_max_disk == 2ull * 1024 * 1024 * 1024);
+    CHECK(on.shared_timeout == std::chrono::milliseconds(500));
+    for (const auto& [bad, path, problem] :
+         {std::tuple{"  shared_dir: relative/dir\n", "cache.shared_dir", "absolute"},
+          std::tuple{"  shared_dir: /srv/slots/a\n", "cache.shared_dir", "backend a's slot directory"},
+          std::tuple{"  shared_dir: /srv/state\n", "cache.shared_dir", "is cache.dir"},
+          std::tuple{"  shared_max_disk: 10\n", "cache.shared_max_disk", ""},
+          std::tuple{"  shared_timeout: 0s\n", "cache.shared_timeout", ""}}) {
+        try {
+            warmslot::config::parse(head + bad, "test.yaml", env);
+            FAIL("accepted: " << bad);
+        } catch (const warmslot::config::config_error& e) {
+            CHECK(e.key_path() == path);
+            CHECK(e.line() == 7);
+            CHECK(std::string(e.what()).find(problem) != std::string::npos);
         }
     }
 }
