@@ -3,7 +3,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <string_view>
 
 #include "service/disk_tier.hpp"
 #include "util/log.hpp"
@@ -30,6 +34,19 @@ auto on_index(net::any_io_executor ex, F f) -> awaitable<decltype(f())> {
         ex, [f = std::move(f)]() -> awaitable<decltype(f())> { co_return f(); },
         net::use_awaitable);
 }
+
+// The shared tier's counters and the calls to it that are still running: kept apart from the
+// disk tier, so that a call that hangs on the shared file system can outlive it.
+struct shared_state {
+    std::string tag;  // shared_tag(): this process among the warmslots writing there
+    std::atomic<int> overran{0};     // calls a request stopped waiting for, not returned yet
+    std::atomic<int> publishing{0};  // publishes queued or running
+    std::mutex mu;
+    std::map<std::string, std::uint64_t> counts;  // "op/result" -> how many
+    std::uint64_t evicted = 0;
+    void count(std::string_view op, std::string_view result);
+};
+std::string shared_tag();
 
 }  // namespace disk_detail
 

@@ -56,7 +56,8 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::find_file(int backend
     auto own = co_await on_index(index_ex_, [idx, key = p.key] { return idx->find(key); });
     if (own) co_return found_file{std::move(*own), "", ""};
     if (!allowed) co_return std::nullopt;
-    co_return co_await from_replica(backend, p);
+    if (auto replica = co_await from_replica(backend, p)) co_return replica;
+    co_return co_await from_shared(backend, p);
 }
 
 // The caller holds a lease on p.key: no budget in any directory deletes the source file (nor

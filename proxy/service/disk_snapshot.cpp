@@ -161,6 +161,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         }
         return dropped;
     });
+    publish(t.p.backend, s, idx->slot_dir() / s.file);  // to the shared tier, in the background
     a.what = disk_action::kind::snapshotted;
     a.tokens = s.tokens;
     a.key = p.key;

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <iterator>
 
+#include <boost/asio/thread_pool.hpp>
+
 #include "api/prefix_cut.hpp"
 #include "cache/slot_file.hpp"
 #include "upstream/llama_client.hpp"
@@ -56,6 +58,7 @@ std::string describe(const disk_action& a) {
     switch (a.what) {
         case disk_action::kind::none: return a.choice.empty() ? "" : "slot kept: " + a.choice;
         case disk_action::kind::restored:
+            if (a.shared) return fmt::format("restored {} tokens (from the shared tier, copied)", a.tokens);
             if (!a.from.empty())
                 return fmt::format("restored {} tokens (from replica {}, {})", a.tokens, a.from,
                                    a.brought);
@@ -73,9 +76,24 @@ std::string describe(const disk_action& a) {
 
 disk_tier::disk_tier(const config::source& src, routing::registry& reg,
                      net::any_io_executor index_ex, net::any_io_executor file_ex)
-    : src_(src), reg_(reg), index_ex_(std::move(index_ex)), file_ex_(std::move(file_ex)) {
+    : src_(src), reg_(reg), index_ex_(std::move(index_ex)), file_ex_(std::move(file_ex)),
+      shared_(std::make_shared<shared_state>()),
+      shared_pool_(std::make_unique<net::thread_pool>(2)),
+      shared_ex_(shared_pool_->get_executor()) {
+    shared_->tag = shared_tag();
     std::lock_guard lock(mu_);
     open_indexes(*src_.current());
+}
+
+disk_tier::~disk_tier() {
+    shared_pool_->stop();  // what is queued is dropped; a call under way finishes
+    if (shared_->overran.load() > 0) {
+        // A call hangs on the shared file system: its thread cannot be joined. The process is
+        // ending; the thread holds only the tier's state (shared_), never this object.
+        (void)shared_pool_.release();
+        return;
+    }
+    shared_pool_->join();
 }
 
 void disk_tier::open_indexes(const config::config& cfg) {
@@ -208,6 +226,7 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             if (a.what == disk_action::kind::restored) {
                 a.from = found->from;
                 a.brought = found->brought;
+                a.shared = found->shared;
             }
             co_return a;
         }

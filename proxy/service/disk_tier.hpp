@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <filesystem>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -34,7 +35,15 @@
 #include "routing/registry.hpp"
 #include "upstream/pool.hpp"
 
+namespace boost::asio {
+class thread_pool;
+}
+
 namespace warmslot::service {
+
+namespace disk_detail {
+struct shared_state;
+}
 
 // What prepare() did for one request: reported in headers and the access log, checked after.
 struct disk_action {
@@ -59,6 +68,7 @@ struct disk_action {
     // identity), named here, and how it was brought ("linked" or "copied"); "" for our own.
     std::string from;
     std::string brought;
+    bool shared = false;  // restored: the file was copied from the shared tier (cache.shared_dir)
 };
 std::string describe(const disk_action& a);
 
@@ -96,6 +106,11 @@ public:
     // copies of slot files between directories (a thread of its own: a copy may take seconds).
     disk_tier(const config::source& src, routing::registry& reg, net::any_io_executor index_ex,
               net::any_io_executor file_ex);
+    // Waits for the shared tier's calls, unless one of them hangs (then its threads are left
+    // to the end of the process).
+    ~disk_tier();
+    disk_tier(const disk_tier&) = delete;
+    disk_tier& operator=(const disk_tier&) = delete;
     // After a reload: opens the indexes of slot directories that are new (blocking: call it
     // off the I/O threads). A directory that cannot be opened is logged and left without tier.
     void sync();
@@ -130,6 +145,11 @@ public:
         return replica_results_[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
     }
 
+    // The shared tier's calls since start, by "op/result" (op: publish or fetch), and the
+    // entries this warmslot evicted there (service/disk_shared.cpp).
+    std::map<std::string, std::uint64_t> shared_files_total() const;
+    std::uint64_t shared_evictions_total() const;
+
     // Saves every idle slot of `backend` whose stable prefix (the last one a request brought to
     // it) is long enough and not on disk yet, e.g. because it was used fewer than
     // snapshot_after_uses times: the slot is primed with exactly that prefix and saved, like a
@@ -162,9 +182,13 @@ private:
         cache::snapshot row;
         std::string from;     // the other backend ("" our own directory)
         std::string brought;  // "linked" or "copied"
+        bool shared = false;  // copied from the shared tier
     };
     awaitable<std::optional<found_file>> find_file(int backend, const prefix& p, bool allowed);
     awaitable<std::optional<found_file>> from_replica(int backend, const prefix& p);
+    // From the shared tier, and publishing to it after a save (service/disk_shared.cpp).
+    awaitable<std::optional<found_file>> from_shared(int backend, const prefix& p);
+    void publish(int backend, const cache::snapshot& s, const std::filesystem::path& file);
     struct other_index {
         std::string backend;  // named after this backend
         cache::index* index = nullptr;
@@ -225,6 +249,9 @@ private:
     std::atomic<std::uint64_t> primed_total_{0};
     std::array<std::atomic<std::uint64_t>, cache::bring_results> replica_results_{};
     restore_fn on_restore_;
+    std::shared_ptr<disk_detail::shared_state> shared_;
+    std::unique_ptr<boost::asio::thread_pool> shared_pool_;  // two threads: publish and fetch
+    net::any_io_executor shared_ex_;
     // Per (backend, slot): the last stable prefix a request brought there, so that it can be
     // saved later (save_valuable). One entry per slot, replaced by the next prefix: memory is
     // bounded by the slot count times the size of one request.

@@ -1,6 +1,9 @@
 // warmslot's own endpoints: /health, /metrics, and /v1/models across several backends.
 #include <fmt/format.h>
 
+#include <map>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "service/pipeline.hpp"
@@ -152,6 +155,26 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
         text += fmt::format("warmslot_replica_files_total{{result=\"{}\"}} {}\n",
                             cache::name(result), disk_ ? disk_->replica_files_total(result) : 0);
     }
+    text += "# HELP warmslot_shared_files_total Calls to the shared tier (cache.shared_dir): "
+            "publishes after a save and fetches on a miss, by what came of them.\n"
+            "# TYPE warmslot_shared_files_total counter\n";
+    const auto shared = disk_ ? disk_->shared_files_total() : std::map<std::string, std::uint64_t>{};
+    for (const auto& [op, results] :
+         {std::pair{"publish", std::vector<const char*>{"published", "present", "too_big",
+                                                         "missing", "no_room", "too_slow",
+                                                         "failed", "busy", "unavailable"}},
+          std::pair{"fetch", std::vector<const char*>{"copied", "missing", "too_big", "no_room",
+                                                       "too_slow", "failed", "unavailable"}}}) {
+        for (const char* result : results) {
+            const auto it = shared.find(std::string(op) + "/" + result);
+            text += fmt::format("warmslot_shared_files_total{{op=\"{}\",result=\"{}\"}} {}\n",
+                                op, result, it == shared.end() ? 0 : it->second);
+        }
+    }
+    counter(text, "warmslot_shared_evictions_total",
+            "Entries this warmslot evicted from the shared tier to keep it within "
+            "cache.shared_max_disk.",
+            static_cast<double>(disk_ ? disk_->shared_evictions_total() : 0));
     gauge(text, "warmslot_slots_reserved",
           "Slots reserved now for a request or for warmslot's own work on them (priming, "
           "saving, restoring, probing); 0 whenever warmslot is idle.",

@@ -1,0 +1,162 @@
+// The shared tier (cache.shared_dir): two "hosts", each a llama-server with its own slot
+// directory and a warmslot of its own, see one shared directory. Documents computed on host 1 are
+// published there; host 1 is lost (both its processes stopped); the same questions on host 2
+// compute at most the question plus 64 tokens each, on the plain and the hybrid model. Host 2's
+// model is a copy of the file at another path with another time, as on another machine. With the
+// shared tier off, host 2 computes every document again. A shared directory that hangs (a FIFO
+// where a manifest should be: opening it blocks like a hung mount) costs a request at most
+// cache.shared_timeout, and the next lookups are skipped at once until the call returns.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { postJson, questionTokens, snapshotFiles, startLlama } from './lib/llama.mjs';
+import { tempDir, waitFor } from './lib/procs.mjs';
+import { startWarmslot } from './lib/warmslot.mjs';
+import { diskSettings } from './lib/ask.mjs';
+import { chat, makeDocument } from './lib/text.mjs';
+
+async function promptTokensTotal(llama) {
+  const text = await (await fetch(`${llama.url}/metrics`)).text();
+  return Number(text.match(/^llamacpp:prompt_tokens_total (\d+)/m)[1]);
+}
+
+// warmslot_shared_files_total as { "op/result": n }, the non-zero ones.
+async function sharedFiles(ws) {
+  const text = await (await fetch(`${ws.url}/metrics`)).text();
+  return Object.fromEntries([...text.matchAll(/^warmslot_shared_files_total\{op="(\w+)",result="(\w+)"\} (\d+)$/mg)]
+    .filter((m) => m[3] !== '0').map((m) => [`${m[1]}/${m[2]}`, Number(m[3])]));
+}
+
+async function ask(ws, doc, q) {
+  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q));
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return { disk: r.headers.get('x-warmslot-disk') ?? '', processed: Number(r.headers.get('x-warmslot-processed-tokens')) };
+}
+
+// A host: a llama-server of `model` and a warmslot in front of it, with the shared tier at
+// `shared` (none when null).
+async function startHost(arch, model, shared, extra = '') {
+  const llama = await startLlama({ arch, model, slots: 2, ctx: 16384 });
+  const sharedLine = shared ? `  shared_dir: ${shared}\n` : '';
+  const ws = await startWarmslot({ backends: [{ name: 'gpu0', url: llama.url, slotSaveDir: llama.saveDir }],
+    extra: `${diskSettings}${sharedLine}${extra}` });
+  await waitFor('the backend to be routed', async () =>
+    (await (await fetch(`${ws.url}/health`)).json()).backends?.some((b) => b.routing), 30000);
+  return { llama, ws, stop: async () => { await ws.stop(); await llama.stop(); } };
+}
+
+// The model file copied to a new path and given another modification time.
+function copiedModel(file) {
+  const copy = path.join(tempDir('model-copy'), `copy-${path.basename(file)}`);
+  fs.copyFileSync(file, copy);
+  const t = new Date(Date.now() - 86400000);
+  fs.utimesSync(copy, t, t);
+  return copy;
+}
+
+const questions = ['What is on the first line?', 'And what is on the last line?'];
+
+// Two documents computed on host 1 (and published when `shared`), host 1 stopped, then asked on
+// host 2: what host 2's llama-server computed for each.
+async function hostLoss(arch, shared) {
+  const docs = [makeDocument(950, 4000), makeDocument(951, 4000)];
+  const h1 = await startHost(arch, undefined, shared);
+  try {
+    for (const doc of docs) assert.match((await ask(h1.ws, doc, questions[0])).disk, /^snapshot \d+ tokens$/);
+    if (shared) {
+      await waitFor('both files published', async () => (await sharedFiles(h1.ws))['publish/published'] === 2, 30000);
+      const names = fs.readdirSync(shared).sort();
+      assert.deepEqual(names, snapshotFiles(h1.llama.saveDir).flatMap((f) => [f, f.replace(/\.bin$/, '.json')]).sort());
+    }
+  } finally {
+    await h1.stop();  // host 1 is lost: its slot files with it
+  }
+  fs.rmSync(h1.llama.saveDir, { recursive: true, force: true });
+  const h2 = await startHost(arch, copiedModel(h1.llama.model), shared);
+  try {
+    const out = [];
+    for (const doc of docs) {
+      const before = await promptTokensTotal(h2.llama);
+      const r = await ask(h2.ws, doc, questions[1]);
+      const computed = (await promptTokensTotal(h2.llama)) - before;
+      out.push({ ...r, computed, bound: (await questionTokens(h2.llama.url, questions[1])) + 64 });
+    }
+    return { results: out, counted: await sharedFiles(h2.ws) };
+  } finally {
+    await h2.stop();
+  }
+}
+
+for (const arch of ['llama', 'qwen35']) {
+  test(`${arch}: host 1's documents are restored on host 2 from the shared tier after host 1 is lost`, { timeout: 400000 }, async () => {
+    const shared = tempDir('shared');
+    const { results, counted } = await hostLoss(arch, shared);
+    for (const r of results) {
+      assert.match(r.disk, /^restored \d+ tokens \(from the shared tier, copied\)$/);
+      assert.ok(r.computed <= r.bound, `host 2 computed ${r.computed} prompt tokens, bound ${r.bound}`);
+      assert.equal(r.processed, r.computed, 'what warmslot reports is what llama-server computed');
+    }
+    assert.deepEqual(counted, { 'fetch/copied': 2 });
+    // Each fetch was recorded in its manifest.
+    for (const f of fs.readdirSync(shared).filter((n) => n.endsWith('.json'))) {
+      assert.equal(JSON.parse(fs.readFileSync(path.join(shared, f), 'utf8')).hits, 1, f);
+    }
+  });
+}
+
+test('llama: without the shared tier, host 2 computes every document again', { timeout: 400000 }, async () => {
+  const { results, counted } = await hostLoss('llama', null);
+  for (const r of results) {
+    assert.match(r.disk, /^snapshot \d+ tokens$/);
+    assert.ok(r.computed >= 3000, `the document was computed (${r.computed})`);
+  }
+  assert.deepEqual(counted, {});
+});
+
+test('llama: a hung shared directory holds a request at most shared_timeout; lookups skip it until it answers', { timeout: 300000 }, async () => {
+  const shared = tempDir('shared-hung');
+  const hung = '  shared_timeout: 1s\n';
+  const h1 = await startHost('llama', undefined, shared, hung);
+  let h2;
+  let writer = null;
+  try {
+    const doc = makeDocument(960, 4000);
+    assert.match((await ask(h1.ws, doc, questions[0])).disk, /^snapshot \d+ tokens$/);
+    await waitFor('the file published', async () => (await sharedFiles(h1.ws))['publish/published'] === 1, 30000);
+    // Its manifest replaced by a FIFO: opening it blocks until a writer comes, as a read on a
+    // hung mount does. Nothing writes to it until host 2's requests have been answered.
+    const [manifest] = fs.readdirSync(shared).filter((n) => n.endsWith('.json'));
+    fs.rmSync(path.join(shared, manifest));
+    execFileSync('mkfifo', [path.join(shared, manifest)]);
+    h2 = await startHost('llama', undefined, shared, hung);
+    const started = Date.now();
+    const r = await ask(h2.ws, doc, questions[1]);
+    const took = Date.now() - started;
+    assert.ok(r.processed >= 3000, `a miss: the document was computed (${r.processed})`);
+    assert.match(r.disk, /^snapshot \d+ tokens$/);
+    // The lookup overran; the publish after the save was skipped at once, as was the next lookup.
+    const other = await ask(h2.ws, makeDocument(961, 4000), questions[1]);
+    assert.ok(other.processed >= 3000);
+    const counted = await sharedFiles(h2.ws);
+    assert.deepEqual(counted, { 'fetch/unavailable': 2, 'publish/unavailable': 2 }, JSON.stringify(counted));
+    assert.ok(took < 60000, `the request took ${took} ms`);
+    // The hung call returns once something opens the FIFO for writing; then the tier is used again.
+    writer = fs.openSync(path.join(shared, manifest), 'w');
+    fs.writeSync(writer, 'not a manifest');
+    fs.closeSync(writer);
+    writer = null;
+    fs.rmSync(path.join(shared, manifest));
+    let n = 0;
+    await waitFor('a publish after the tier answers again', async () => {
+      await ask(h2.ws, makeDocument(970 + n++, 4000), questions[0]);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return (await sharedFiles(h2.ws))['publish/published'] >= 1;
+    }, 60000, 100);
+  } finally {
+    if (writer !== null) fs.closeSync(writer);
+    await h2?.stop();
+    await h1.stop();
+  }
+});
