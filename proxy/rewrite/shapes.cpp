@@ -22,6 +22,14 @@ bool is_system(const json& m) {
 }
 
 // One system message as text blocks; `separate` starts it with a blank line, because
+// A string field of an object, "" when it is absent or not a string: a client may send any JSON
+// where a type or a role belongs (json::value would throw on a number there).
+std::string string_field(const json& j, const char* key) {
+    if (!j.is_object()) return "";
+    const auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // llama-server joins system blocks without a separator.
 void append_blocks(const json& message, bool separate, json& blocks) {
     const json content = message.contains("content") ? message["content"] : json("");
@@ -34,7 +42,7 @@ void append_blocks(const json& message, bool separate, json& blocks) {
     if (!separate) return;
     for (std::size_t i = first; i < blocks.size(); ++i) {
         auto& b = blocks[i];
-        if (b.is_object() && b.value("type", "") == "text" && b.contains("text") &&
+        if (string_field(b, "type") == "text" && b.contains("text") &&
             b["text"].is_string()) {
             b["text"] = "\n\n" + b["text"].get<std::string>();
             return;
@@ -70,7 +78,7 @@ json item_to_message(const json& item) {
     json m = item;
     if (m["content"].is_array()) {
         for (auto& p : m["content"]) {
-            const std::string type = p.is_object() ? p.value("type", "") : "";
+            const std::string type = string_field(p, "type");
             if (type != "input_text" && type != "output_text") continue;
             p[part_type_key] = type;
             p["type"] = "text";
@@ -81,10 +89,10 @@ json item_to_message(const json& item) {
 
 json message_to_item(json m) {
     if (m.contains(item_key)) return std::move(m[item_key]);
-    const bool assistant = m.value("role", "") == "assistant";
+    const bool assistant = string_field(m, "role") == "assistant";
     if (m.contains("content") && m["content"].is_array()) {
         for (auto& p : m["content"]) {
-            if (!p.is_object() || p.value("type", "") != "text") continue;
+            if (string_field(p, "type") != "text") continue;
             p["type"] = p.contains(part_type_key) ? p[part_type_key]
                                                   : json(assistant ? "output_text" : "input_text");
             p.erase(part_type_key);
@@ -128,7 +136,7 @@ json chat_to_responses(json chat, const json& original) {
         chat["instructions"] = text;
     }
     const bool string_input = original.contains("input") && original["input"].is_string();
-    if (string_input && at + 1 == list.size() && list[at].value("role", "") == "user" &&
+    if (string_input && at + 1 == list.size() && string_field(list[at], "role") == "user" &&
         list[at]["content"].is_string()) {
         chat["input"] = list[at]["content"];
         return chat;

@@ -658,6 +658,26 @@ TEST_CASE("rewrite: Anthropic Messages bodies go through the same rules and back
     CHECK(rw::chat_to_messages(rw::messages_to_chat(none)) == none);
 }
 
+TEST_CASE("rewrite: a type or role that is not a string is carried, never thrown on") {
+    // Hostile or broken bodies: numbers and objects where strings belong.
+    const json responses = json::parse(R"({
+      "model": "m", "instructions": "Sys.",
+      "input": [
+        {"role": "user", "content": [{"type": 5, "text": "a"}, {"type": {"x": 1}, "text": "b"}]},
+        {"role": 7, "content": "c"},
+        {"role": "assistant", "content": [{"type": null, "text": "d"}]}
+      ]})");
+    json chat;
+    CHECK_NOTHROW(chat = rw::responses_to_chat(responses));
+    json back;
+    CHECK_NOTHROW(back = rw::chat_to_responses(chat, responses));
+    CHECK(back["input"] == responses["input"]);
+    const json messages = json::parse(R"({
+      "model": "m", "system": [{"type": 3, "text": "s"}, {"type": "text", "text": "t"}],
+      "messages": [{"role": "user", "content": [{"type": [1], "text": "q"}]}]})");
+    CHECK_NOTHROW(rw::chat_to_messages(rw::messages_to_chat(messages)));
+}
+
 TEST_CASE("rewrite: OpenAI Responses bodies go through the same rules and back") {
     cfg::rewrite_rules settings = volatile_rules();
     settings.system_to_front = true;
