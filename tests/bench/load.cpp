@@ -281,8 +281,10 @@ net::awaitable<void> client(run_state& st, std::size_t index) {
     auto next = st.start + interval * static_cast<long>(index) / static_cast<long>(st.opt.connections);
     const tcp::endpoint ep(net::ip::make_address(st.opt.host), st.opt.port);
 
+    bool reused = false;  // the socket has carried a response: the server may have closed it
     while (clock_type::now() < st.end) {
         if (!socket.is_open()) {
+            reused = false;
             auto [ec] = co_await socket.async_connect(ep, nothrow);
             if (ec) {
                 st.error("connect: " + ec.message());
@@ -306,6 +308,18 @@ net::awaitable<void> client(run_state& st, std::size_t index) {
         parser.body_limit(16 * 1024 * 1024);
         if (!ec) std::tie(ec, n) = co_await http::async_read(socket, buffer, parser, nothrow);
         const auto t1 = clock_type::now();
+        // A kept-alive connection the server closed after its last answer (llama-server does
+        // after a streamed one, and so does the stub): a client connects again and resends, as
+        // HTTP clients do; not an error of the target.
+        const bool closed_idle = ec && reused && !parser.got_some() &&
+                                 (ec == http::error::end_of_stream || ec == net::error::eof ||
+                                  ec == net::error::connection_reset ||
+                                  ec == net::error::broken_pipe);
+        if (closed_idle) {
+            close(socket);
+            buffer.clear();
+            continue;
+        }
         const std::string problem = ec ? ec.message() : check_response(parser.get(), sse);
         if (!problem.empty()) {
             st.error(problem);
@@ -325,6 +339,8 @@ net::awaitable<void> client(run_state& st, std::size_t index) {
         if (!problem.empty() || !parser.get().keep_alive()) {
             close(socket);
             buffer.clear();
+        } else {
+            reused = true;
         }
     }
     st.sockets[index] = nullptr;

@@ -362,7 +362,8 @@ report() {
   routes_line json
   echo
   echo "**SSE** (chunked text/event-stream, $sse_bytes bytes: 10 chat.completion.chunk events, then"
-  echo "\`data: [DONE]\`, sent at once):"
+  echo "\`data: [DONE]\`, sent at once; then the stub closes the connection, as llama-server does after"
+  echo "an answer in chunks, so every proxy opens a new upstream connection per stream):"
   echo
   mode_table sse
   echo

@@ -16,7 +16,8 @@
 // GET /health, /props, /v1/models and /slots answer as an idle llama-server with --slots (4)
 // slots that keep their prompts (started with -np), so a proxy in front sees a healthy backend
 // and takes its normal routing path; POST /slots/ID?action=save|restore|erase reports success
-// without doing anything. Anything else is a 404. Connections are kept alive.
+// without doing anything. Anything else is a 404. Connections are kept alive, except after a
+// streamed answer: the stub then closes its side, as llama-server does.
 //
 // Threads: one io_context run by --threads threads (default 1). Each connection is one
 // coroutine, so its socket is only touched by one handler at a time; nothing else is shared
@@ -197,7 +198,10 @@ net::awaitable<void> session(tcp::socket socket, const responses& r, long hold_i
             }
         }
         std::tie(ec, n) = co_await net::async_write(socket, net::buffer(*answer), nothrow);
-        if (ec || !req.keep_alive()) break;
+        // llama-server (cpp-httplib) closes its side after an answer it sent in chunks, though
+        // the answer allows keep-alive: so does the stub, and a proxy in front pays for a new
+        // upstream connection per stream here as it does there.
+        if (ec || !req.keep_alive() || answer == &r.sse) break;
     }
     boost::system::error_code ignored;
     socket.shutdown(tcp::socket::shutdown_send, ignored);
