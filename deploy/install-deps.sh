@@ -19,12 +19,14 @@ run_packages=(
 test_packages=(
   clang libclang-rt-14-dev llvm-14 doctest-dev
   nginx-light sqlite3 ccache
-  haproxy iproute2
+  haproxy iproute2 glusterfs-server glusterfs-client
   debhelper dpkg-dev go-md2man lintian mmdebstrap
 )
 # libclang-rt-14-dev: the ASan, UBSan and libFuzzer runtimes (clang only recommends it);
 # llvm-14: llvm-symbolizer, for file and line in sanitizer reports (tests/sanitizers.sh).
-# haproxy and iproute2 (ip netns): the multi-host setup in deploy/cluster/ and its test.
+# haproxy and iproute2 (ip netns): the multi-host setup in deploy/cluster/ and its test;
+# glusterfs-server and glusterfs-client: its shared tier on GlusterFS (cluster.sh --shared gluster),
+# which runs glusterds of its own inside the hosts' namespaces (deploy/cluster/gluster.sh).
 # The pinned llama-server and the openai client tests come from npm.
 run_only=0
 browser=0
@@ -56,4 +58,12 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # A glusterd of the machine's own would listen on its real network (port 24007) for peers to
+  # join. Debian 12's package neither enables nor starts glusterd.service on a fresh install, but
+  # should it (another release, a local policy), it is stopped and kept from starting at boot. Only
+  # when this run installed the package: a glusterd already in use on the machine is left alone.
+  if [[ " ${missing[*]} " == *" glusterfs-server "* ]] && [ -d /run/systemd/system ]; then
+    $sudo systemctl disable --now -q glusterd.service 2>/dev/null ||
+      echo "install-deps.sh: could not stop and disable glusterd.service; is it running?" >&2
+  fi
 fi

@@ -4,8 +4,8 @@
 # haproxy.cfg) balances over them by prefix key. Run as root.
 #
 #   bash deploy/cluster/cluster.sh [--hosts 1|2] [--balance hash|roundrobin] [--port N]
-#        [--slots N] [--ctx N] [--threads N] [--llama-args "ARGS"] [--disk] [--duration SECONDS]
-#        [--model PATH]
+#        [--slots N] [--ctx N] [--threads N] [--llama-args "ARGS"] [--disk]
+#        [--shared DIR|gluster] [--balance-factor N] [--duration SECONDS] [--model PATH]
 #
 #   --hosts     how many hosts (default 2; 1 drops h2 from the balancer)
 #   --balance   hash (default: prefix affinity, haproxy.cfg as it is) | roundrobin
@@ -14,26 +14,38 @@
 #   --threads   llama-server -t per host (default 1: each host its own core on a 2-core machine)
 #   --llama-args  more llama-server arguments, e.g. "--cache-ram 0"
 #   --disk      give each warmslot its disk tier (slot files in the host's own directory)
+#   --shared    with --disk: every warmslot's shared tier (cache.shared_dir) is DIR, a directory
+#               all hosts see (a shared file system mounted there, or a plain directory: the
+#               hosts are network namespaces on one machine and see the same files).
+#               --shared gluster: a GlusterFS volume instead, replicated over one brick per host
+#               (gluster.sh in this directory; glusterfs-server and glusterfs-client installed):
+#               each host runs its own glusterd in its namespace, and its warmslot's shared_dir
+#               is that host's own mount of the volume, hN/shared in the printed directory
+#   --balance-factor  HAProxy's hash-balance-factor N (bounded load: a hot key spills to the next
+#               host once its own host has more than N% of the average load); default: none
 #   --duration  stop by itself after this many seconds (default 3600)
 #   --model     a GGUF file (default: the generated test model, tests/models/models.sh llama)
 #
 # Network: namespaces wsc-lb (the balancer's side), wsc-h1 and wsc-h2, joined by veth pairs
 # wsc-lb 10.200.N.1/24 <-> wsc-hN 10.200.N.2/24. No address is added outside them and nothing is
-# routed anywhere else. In each host llama-server listens on the host's own 127.0.0.1:8081 and
-# warmslot on 10.200.N.2:8080. HAProxy runs in this namespace, listens on 127.0.0.1:PORT and opens
-# its connections to the hosts from inside wsc-lb (`namespace wsc-lb` on its server lines).
+# routed anywhere else (with --shared gluster the hosts also reach each other, through wsc-lb,
+# which then forwards between its veth pairs; see gluster.sh). In each host llama-server listens
+# on the host's own 127.0.0.1:8081 and warmslot on 10.200.N.2:8080. HAProxy runs in this
+# namespace, listens on 127.0.0.1:PORT and opens its connections to the hosts from inside wsc-lb
+# (`namespace wsc-lb` on its server lines).
 #
 # When everything answers, one line goes to stdout: "ready " and a JSON object with the URLs,
 # namespaces and process ids. The script then waits until SIGINT or SIGTERM, until --duration
 # passes or until the process that started it is gone, and then stops every process it started
 # and deletes every namespace it made (also when start-up fails). Logs stay in the printed
-# directory; the slot files are removed. Only SIGKILL leaves them behind; a later run names them.
+# directory; the slot files (and gluster's bricks and state) are removed. Only SIGKILL leaves
+# them behind; a later run names them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
 hosts=2 balance=hash port=8090 slots=4 ctx=16384 threads=1 llama_args="" disk=0 duration=3600
-model=""
+model="" shared="" balance_factor=""
 usage() { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while (($#)); do
   case "$1" in
@@ -45,6 +57,8 @@ while (($#)); do
     --threads) threads=$2; shift 2 ;;
     --llama-args) llama_args=$2; shift 2 ;;
     --disk) disk=1; shift ;;
+    --shared) shared=$2; shift 2 ;;
+    --balance-factor) balance_factor=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     -h|--help) usage 0 ;;
@@ -56,8 +70,17 @@ done
 for n in "$port" "$slots" "$ctx" "$threads" "$duration"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "cluster.sh: $n is not a number" >&2; exit 2; }
 done
+if [ -n "$shared" ]; then
+  ((disk)) || { echo "cluster.sh: --shared needs --disk" >&2; exit 2; }
+  [[ $shared == gluster || ($shared == /* && -d $shared) ]] ||
+    { echo "cluster.sh: --shared $shared is neither an absolute directory nor gluster" >&2; exit 2; }
+fi
+[ -z "$balance_factor" ] || [[ $balance_factor =~ ^[0-9]+$ && $balance_factor -ge 100 ]] ||
+  { echo "cluster.sh: --balance-factor is a whole number of at least 100" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "cluster.sh: needs root (ip netns)" >&2; exit 1; }
 command -v haproxy >/dev/null || { echo "cluster.sh: no haproxy (bash deploy/install-deps.sh)" >&2; exit 1; }
+[ "$shared" != gluster ] || command -v glusterd >/dev/null ||
+  { echo "cluster.sh: no glusterd (bash deploy/install-deps.sh)" >&2; exit 1; }
 
 warmslot=${WARMSLOT_BIN:-$root/build/proxy/warmslot}
 [ -x "$warmslot" ] || { echo "cluster.sh: no warmslot binary at $warmslot (build it or set WARMSLOT_BIN)" >&2; exit 1; }
@@ -82,7 +105,9 @@ exec 4>&2  # stderr, also for messages from checks whose own output is discarded
 log() { echo "cluster.sh: $*" >&4; }
 
 # Stops what this script started, then deletes its namespaces (and so their veth pairs). Any
-# process still inside one of them was started from here (llama-server, warmslot).
+# process still inside one of them was started from here (llama-server, warmslot). With
+# --shared gluster the volume goes after the warmslots (which may still write to it while they
+# stop) and before the namespaces its servers live in.
 cleanup() {
   local status=$?
   trap '' INT TERM
@@ -95,6 +120,7 @@ cleanup() {
     sleep 0.1
   done
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  [ "$shared" = gluster ] && bash "$here/gluster.sh" down "$dir"
   for ns in "${made_ns[@]}"; do
     for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
     ip netns del "$ns" 2>/dev/null
@@ -138,6 +164,21 @@ for ((i = 1; i <= hosts; i++)); do
   ip -n "$ns" link set lb up
 done
 
+# The shared tier each host's warmslot gets: the directory given, or with gluster the host's own
+# mount of the volume (gluster.sh prints "mount hN PATH" for each, then "gluster ready").
+host_shared=()
+if [ "$shared" = gluster ]; then
+  gluster_out=$(bash "$here/gluster.sh" up "$dir" "$hosts") ||
+    { log "the gluster volume did not come up, see $dir/h*/gluster/log"; exit 1; }
+  [[ $gluster_out == *"gluster ready"* ]] || { log "gluster.sh up did not say ready"; exit 1; }
+  for ((i = 1; i <= hosts; i++)); do
+    host_shared[i]=$(awk -v h="h$i" '$1 == "mount" && $2 == h { print $3 }' <<<"$gluster_out")
+    [ -n "${host_shared[i]}" ] || { log "gluster.sh up named no mount for h$i"; exit 1; }
+  done
+elif [ -n "$shared" ]; then
+  for ((i = 1; i <= hosts; i++)); do host_shared[i]=$shared; done
+fi
+
 host_json=()
 for ((i = 1; i <= hosts; i++)); do
   ns=wsc-h$i
@@ -158,13 +199,16 @@ for ((i = 1; i <= hosts; i++)); do
     echo "cache:"
     echo "  dir: $hdir/cache"
     ((disk)) && echo "  min_prefix_tokens: 512"
+    [ -n "$shared" ] && echo "  shared_dir: ${host_shared[i]}"
     echo "log:"
     echo "  level: info"
   } >"$hdir/warmslot.yaml"
   ip netns exec "$ns" "$warmslot" --config "$hdir/warmslot.yaml" >"$hdir/warmslot.log" 2>&1 &
   ws_pid=$!
   pids+=("$ws_pid")
-  host_json+=("{\"name\":\"h$i\",\"ns\":\"$ns\",\"warmslot\":\"http://10.200.$i.2:8080\",\"llama\":\"http://127.0.0.1:8081\",\"llama_pid\":$llama_pid,\"warmslot_pid\":$ws_pid,\"dir\":\"$hdir\"}")
+  shared_json=""
+  [ -n "$shared" ] && shared_json=",\"shared\":\"${host_shared[i]}\""
+  host_json+=("{\"name\":\"h$i\",\"ns\":\"$ns\",\"warmslot\":\"http://10.200.$i.2:8080\",\"llama\":\"http://127.0.0.1:8081\",\"llama_pid\":$llama_pid,\"warmslot_pid\":$ws_pid,\"dir\":\"$hdir\"$shared_json}")
 done
 
 for ((i = 1; i <= hosts; i++)); do
@@ -185,6 +229,8 @@ sed -e "s/^\(    bind 127\.0\.0\.1:\)8090$/\1$port/" -e "s/^\(    bind 127\.0\.0
   "$here/haproxy.cfg" >"$cfg"
 [ "$balance" = roundrobin ] && sed -i 's/^    balance hash var(txn.prefix)$/    balance roundrobin/' "$cfg"
 ((hosts == 1)) && sed -i '/^    server h2 /d' "$cfg"
+[ -n "$balance_factor" ] &&
+  sed -i "s/^    hash-type consistent$/    hash-type consistent\n    hash-balance-factor $balance_factor/" "$cfg"
 haproxy -c -q -f "$cfg"
 haproxy -db -f "$cfg" >"$dir/haproxy.log" 2>&1 &
 haproxy_pid=$!

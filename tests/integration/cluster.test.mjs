@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { freePort, tempDir, waitFor } from './lib/procs.mjs';
+import { freePort, repoRoot, tempDir, waitFor } from './lib/procs.mjs';
 import { makeDocument } from './lib/text.mjs';
-import { balancerStatus, startCluster, streamOnce } from './lib/cluster.mjs';
+import { balancerStatus, hostPromptTokens, hostTokenCount, startCluster, streamOnce } from './lib/cluster.mjs';
 
 const haveHaproxy = () => {
   try { execFileSync('haproxy', ['-v'], { stdio: 'ignore' }); return true; } catch { return false; }
@@ -74,6 +74,62 @@ test('affinity keeps a document on one host; a dead host\'s documents move; SIGT
     const moved = await streamOnce(info.balancer, { ...on.h2, question: 'Third question?' });
     assert.ok(moved.ok, JSON.stringify(moved));
     assert.equal(moved.host, 'h1');
+  } finally {
+    const r = await cluster.stop();
+    assert.equal(r.code, 143, `cluster.sh exit: ${JSON.stringify(r)}`);
+  }
+  await assertGone(info);
+});
+
+// The small version of docs/scaling.md's host-loss table with a shared tier: a GlusterFS volume
+// with a brick in each host's namespace (cluster.sh --shared gluster) when glusterd is installed,
+// else a plain directory both hosts see (they are namespaces of one machine), said in the output.
+const haveGluster = () => {
+  try { execFileSync('glusterd', ['--version'], { stdio: 'ignore' }); return true; } catch { return false; }
+};
+
+test('a lost host\'s documents are restored on the other host from the shared tier', { skip, timeout: 300000 }, async () => {
+  const dir = tempDir('cluster');
+  const gluster = haveGluster();
+  const plain = gluster ? null : fs.mkdtempSync(path.join(dir, 'shared-'));
+  console.log(gluster ? 'shared tier: a GlusterFS volume, one brick in each host\'s namespace'
+    : `shared tier: a plain directory both hosts see (${plain}): glusterd is not installed`);
+  const cluster = await start(dir, ['--disk', '--shared', gluster ? 'gluster' : plain]);
+  const { info } = cluster;
+  const shared = info.hosts[0].shared;
+  try {
+    const on = {};
+    for (let d = 0; d < 16 && !(on.h1 && on.h2); d++) {
+      const req = { system: makeDocument(600 + d, 3000), question: 'First question?' };
+      const r = await streamOnce(info.balancer, req);
+      assert.ok(r.ok, JSON.stringify(r));
+      assert.match(r.disk, /^snapshot \d+ tokens$/);
+      on[r.host] ??= req;
+    }
+    assert.ok(on.h1 && on.h2, `documents on both hosts: ${Object.keys(on)}`);
+    const key = (h) => fs.readdirSync(shared).filter((n) => n.endsWith('.json'))
+      .map((n) => JSON.parse(fs.readFileSync(path.join(shared, n), 'utf8')))
+      .filter((m) => m.publisher.endsWith(`/${h}-gpu0`));
+    await waitFor('both hosts to publish', () => key('h1').length > 0 && key('h2').length > 0, 30000, 100);
+    // Host 2 is lost: its llama-server and its warmslot, with its slot files.
+    const h1 = info.hosts.find((h) => h.name === 'h1');
+    const h2 = info.hosts.find((h) => h.name === 'h2');
+    process.kill(h2.llama_pid, 'SIGKILL');
+    process.kill(h2.warmslot_pid, 'SIGKILL');
+    fs.rmSync(path.join(h2.dir, 'slots'), { recursive: true, force: true });
+    if (gluster) {  // its brick and its glusterd go with it
+      execFileSync('bash', [path.join(repoRoot, 'deploy/cluster/gluster.sh'), 'kill', info.dir, 'h2'], { stdio: 'ignore', timeout: 60000 });
+    }
+    await waitFor('HAProxy to see h2 down', async () => (await balancerStatus(info)).h2?.startsWith('DOWN'), 20000, 100);
+    const question = 'Second question?';
+    const before = await hostPromptTokens(h1);
+    const moved = await streamOnce(info.balancer, { ...on.h2, question });
+    const computed = (await hostPromptTokens(h1)) - before;
+    assert.ok(moved.ok, JSON.stringify(moved));
+    assert.equal(moved.host, 'h1');
+    assert.match(moved.disk, /^restored \d+ tokens \(from the shared tier, copied\)$/);
+    const bound = (await hostTokenCount(h1, question)) + 64;
+    assert.ok(computed <= bound, `h1 computed ${computed} prompt tokens for h2's document, bound ${bound}`);
   } finally {
     const r = await cluster.stop();
     assert.equal(r.code, 143, `cluster.sh exit: ${JSON.stringify(r)}`);

@@ -61,6 +61,13 @@ export async function hostPromptTokens(host) {
   return Number(line.trim().split(/\s+/).at(-1));
 }
 
+// How many tokens `text` is for a host's llama-server (POST /tokenize inside its namespace).
+export async function hostTokenCount(host, text) {
+  const out = await runIn(host.ns, 'curl', ['-sf', '--max-time', '5', '-H', 'content-type: application/json',
+    '-d', JSON.stringify({ content: text }), `${host.llama}/tokenize`]);
+  return JSON.parse(out).tokens.length;
+}
+
 // HAProxy's view of each host from its CSV stats: { h1: 'UP', h2: 'DOWN', ..., backend:
 // { retries, redispatches } }.
 export async function balancerStatus(info) {
@@ -89,6 +96,7 @@ export async function streamOnce(url, request, extra = {}, onEvent = null) {
     });
     out.status = res.status;
     out.host = res.headers.get('x-cluster-host');
+    out.disk = res.headers.get('x-warmslot-disk') ?? '';
     if (res.status !== 200) {
       out.error = (await res.text()).slice(0, 300);
     } else {
