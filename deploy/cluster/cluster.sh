@@ -22,7 +22,8 @@
 #               each host runs its own glusterd in its namespace, and its warmslot's shared_dir
 #               is that host's own mount of the volume, hN/shared in the printed directory
 #   --balance-factor  HAProxy's hash-balance-factor N (bounded load: a hot key spills to the next
-#               host once its own host has more than N% of the average load); default: none
+#               host once its own host has more than N% of the average load); default: the 150
+#               of haproxy.cfg; 0: none (every key stays on its host)
 #   --duration  stop by itself after this many seconds (default 3600)
 #   --model     a GGUF file (default: the generated test model, tests/models/models.sh llama)
 #
@@ -75,8 +76,8 @@ if [ -n "$shared" ]; then
   [[ $shared == gluster || ($shared == /* && -d $shared) ]] ||
     { echo "cluster.sh: --shared $shared is neither an absolute directory nor gluster" >&2; exit 2; }
 fi
-[ -z "$balance_factor" ] || [[ $balance_factor =~ ^[0-9]+$ && $balance_factor -ge 100 ]] ||
-  { echo "cluster.sh: --balance-factor is a whole number of at least 100" >&2; exit 2; }
+[ -z "$balance_factor" ] || [[ $balance_factor =~ ^[0-9]+$ && ($balance_factor -ge 100 || $balance_factor -eq 0) ]] ||
+  { echo "cluster.sh: --balance-factor is 0 or a whole number of at least 100" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "cluster.sh: needs root (ip netns)" >&2; exit 1; }
 command -v haproxy >/dev/null || { echo "cluster.sh: no haproxy (bash deploy/install-deps.sh)" >&2; exit 1; }
 [ "$shared" != gluster ] || command -v glusterd >/dev/null ||
@@ -229,8 +230,11 @@ sed -e "s/^\(    bind 127\.0\.0\.1:\)8090$/\1$port/" -e "s/^\(    bind 127\.0\.0
   "$here/haproxy.cfg" >"$cfg"
 [ "$balance" = roundrobin ] && sed -i 's/^    balance hash var(txn.prefix)$/    balance roundrobin/' "$cfg"
 ((hosts == 1)) && sed -i '/^    server h2 /d' "$cfg"
-[ -n "$balance_factor" ] &&
-  sed -i "s/^    hash-type consistent$/    hash-type consistent\n    hash-balance-factor $balance_factor/" "$cfg"
+if [ "$balance_factor" = 0 ]; then
+  sed -i '/^    hash-balance-factor /d' "$cfg"
+elif [ -n "$balance_factor" ]; then
+  sed -i "s/^    hash-balance-factor .*$/    hash-balance-factor $balance_factor/" "$cfg"
+fi
 haproxy -c -q -f "$cfg"
 haproxy -db -f "$cfg" >"$dir/haproxy.log" 2>&1 &
 haproxy_pid=$!

@@ -97,6 +97,9 @@ export async function streamOnce(url, request, extra = {}, onEvent = null) {
     out.status = res.status;
     out.host = res.headers.get('x-cluster-host');
     out.disk = res.headers.get('x-warmslot-disk') ?? '';
+    // Prompt tokens warmslot had llama-server compute for this request before it ran (priming
+    // the prefix for a snapshot): not in the answer's own timings.
+    out.primed = Number(res.headers.get('x-warmslot-primed-tokens') ?? 0);
     if (res.status !== 200) {
       out.error = (await res.text()).slice(0, 300);
     } else {
