@@ -43,6 +43,8 @@
 # them behind; a later run names them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=SCRIPTDIR/wait.sh
+. "$here/wait.sh"
 root=$(cd "$here/../.." && pwd)
 
 hosts=2 balance=hash port=8090 slots=4 ctx=16384 threads=1 llama_args="" disk=0 duration=3600
@@ -138,15 +140,6 @@ trap 'exit 143' TERM
 # Whether process $1 runs (a child that exited stays a zombie until it is waited for).
 running() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]; }
 
-# Waits until `$@` succeeds, at most $1 seconds (the command follows).
-wait_until() {
-  local limit=$1; shift
-  local end=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < end)) || return 1
-    sleep 0.2
-  done
-}
 
 routing() { ip netns exec wsc-lb curl -sf --max-time 5 "http://10.200.$1.2:8080/health" | grep '"routing":true' >/dev/null; }
 

@@ -51,15 +51,8 @@ dir=${dir%/}
 [ -n "$dir" ] || die "DIR must not be /"
 [ "$(id -u)" -eq 0 ] || die "needs root (namespaces, mounts)"
 
-# Waits until `$@` succeeds, at most $1 seconds (the command follows).
-wait_until() {
-  local limit=$1; shift
-  local end=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < end)) || return 1
-    sleep 0.2
-  done
-}
+# shellcheck source=SCRIPTDIR/wait.sh
+. "$(cd "$(dirname "$0")" && pwd)/wait.sh"
 
 # The gluster command line for host $1's glusterd, run in that glusterd's mount namespace: the
 # command writes files under /var/lib/glusterd and /var/log/glusterfs of its own, which then land

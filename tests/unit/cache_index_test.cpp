@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "cache/index.hpp"
+#include "slot_file_fixtures.hpp"
 
 namespace fs = std::filesystem;
+using slot_file_fixtures::files_in;
 using warmslot::cache::file_name_for;
 using warmslot::cache::snapshot;
 using index_t = warmslot::cache::index;
@@ -75,13 +77,6 @@ std::vector<std::string> keys_of(const index_t& idx) {
     std::vector<std::string> keys;
     for (const auto& s : idx.all()) keys.push_back(s.key);
     return keys;
-}
-
-std::vector<std::string> files_in(const fs::path& dir) {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
 }
 
 // A second, independent connection for looking at what the index wrote.

@@ -3,6 +3,8 @@
 // or the deadline passes.
 #include "cache/replica_file.hpp"
 
+#include "slot_file_fixtures.hpp"
+
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -11,6 +13,7 @@
 #include <vector>
 
 using namespace warmslot::cache;
+using namespace slot_file_fixtures;
 namespace fs = std::filesystem;
 
 namespace {
@@ -23,29 +26,6 @@ snapshot row(const std::string& identity, std::uint64_t tokens, std::uint64_t by
     s.tokens = tokens;
     s.bytes = bytes;
     return s;
-}
-
-// A sequence-state file as llama.cpp writes it: magic, version, token count, tokens, state.
-std::vector<char> state_file(std::uint32_t tokens, std::size_t state) {
-    std::vector<char> out;
-    const auto u32 = [&](std::uint32_t v) {
-        for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-    };
-    u32(0x67677371u);
-    u32(3);
-    u32(tokens);
-    for (std::uint32_t t = 0; t < tokens; ++t) u32(t);
-    out.insert(out.end(), state, 'z');
-    return out;
-}
-
-void write(const fs::path& p, const std::vector<char>& b) {
-    std::ofstream(p, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
-}
-
-std::vector<char> read(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // Names in `dir` other than the source directory's files.

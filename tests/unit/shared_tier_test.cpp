@@ -12,42 +12,15 @@
 #include <vector>
 
 #include "cache/index.hpp"
+#include "slot_file_fixtures.hpp"
 
 using namespace warmslot::cache;
+using namespace slot_file_fixtures;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<char> state_file(std::uint32_t tokens, std::size_t state) {
-    std::vector<char> out;
-    const auto u32 = [&](std::uint32_t v) {
-        for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-    };
-    u32(0x67677371u);  // "ggsq"
-    u32(3);
-    u32(tokens);
-    for (std::uint32_t t = 0; t < tokens; ++t) u32(t);
-    out.insert(out.end(), state, 'z');
-    return out;
-}
-
-void write(const fs::path& p, const std::vector<char>& b) {
-    std::ofstream(p, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
-}
-
 void write_text(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
-
-std::vector<char> read(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<std::string> names_in(const fs::path& dir) {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-}
 
 struct dirs {
     fs::path root =
@@ -122,7 +95,7 @@ TEST_CASE("shared tier: a manifest reads back; malformed, oversized or hostile o
 TEST_CASE("shared tier: publish copies the file and its manifest; find and fetch bring it to another directory") {
     dirs d;
     const auto e = publish(d, "00aa");
-    CHECK(names_in(d.shared) == std::vector<std::string>{"ws-00aa.bin", "ws-00aa.json"});
+    CHECK(files_in(d.shared) == std::vector<std::string>{"ws-00aa.bin", "ws-00aa.json"});
     CHECK(read(d.shared / "ws-00aa.bin") == read(d.local / "ws-00aa.bin"));
     // A copy, never a link: the local file replaced by a new save leaves the shared one alone.
     CHECK_FALSE(fs::equivalent(d.shared / "ws-00aa.bin", d.local / "ws-00aa.bin"));
@@ -141,13 +114,13 @@ TEST_CASE("shared tier: publish copies the file and its manifest; find and fetch
     CHECK(fetch_shared(d.shared, *found, d.other / "ws-00aa.bin", later(), 2000, "h2-1") ==
           bring_result::copied);
     CHECK(read(d.other / "ws-00aa.bin") == read(d.local / "ws-00aa.bin"));
-    CHECK(names_in(d.other) == std::vector<std::string>{"ws-00aa.bin"});
+    CHECK(files_in(d.other) == std::vector<std::string>{"ws-00aa.bin"});
     // The use is recorded in the manifest.
     const auto used = find_shared(d.shared, "00aa", e.identity);
     REQUIRE(used);
     CHECK(used->hits == 1);
     CHECK(used->last_used == 2000);
-    CHECK(names_in(d.shared) == std::vector<std::string>{"ws-00aa.bin", "ws-00aa.json"});
+    CHECK(files_in(d.shared) == std::vector<std::string>{"ws-00aa.bin", "ws-00aa.json"});
 }
 
 TEST_CASE("shared tier: what is not published, and what is not found") {
@@ -163,7 +136,7 @@ TEST_CASE("shared tier: what is not published, and what is not found") {
     wrong.bytes += 1;  // the local file is not what its row says
     CHECK(publish_shared(d.shared, wrong, d.local / "ws-00aa.bin", 1 << 20, later(), "t") ==
           publish_result::missing);
-    CHECK(names_in(d.shared).empty());
+    CHECK(files_in(d.shared).empty());
 
     // A manifest whose file is gone or cut short is no entry.
     publish(d, "00aa");
@@ -183,13 +156,13 @@ TEST_CASE("shared tier: a fetch whose file changed under it is a miss and leaves
     write(d.shared / "ws-00aa.bin", state_file(3, 5));  // replaced with another size
     CHECK(fetch_shared(d.shared, e, d.other / "ws-00aa.bin", later(), 2000, "h2") ==
           bring_result::missing);
-    CHECK(names_in(d.other).empty());
+    CHECK(files_in(d.other).empty());
     // Past the deadline: nothing left behind either.
     const auto f = publish(d, "00bb");
     CHECK(fetch_shared(d.shared, f, d.other / "ws-00bb.bin",
                        std::chrono::steady_clock::now() - std::chrono::seconds(1), 2000,
                        "h2") == bring_result::too_slow);
-    CHECK(names_in(d.other).empty());
+    CHECK(files_in(d.other).empty());
 }
 
 TEST_CASE("shared tier: eviction order is value per byte, then least recently used") {
@@ -213,7 +186,7 @@ TEST_CASE("shared tier: enforcing the budget evicts entries whole, once, under o
     CHECK(sweep.ran);
     CHECK(sweep.bytes == cheap.bytes + dear.bytes);
     CHECK(sweep.evicted == std::vector<std::string>{"00aa"});
-    CHECK(names_in(d.shared) == std::vector<std::string>{"ws-00bb.bin", "ws-00bb.json"});
+    CHECK(files_in(d.shared) == std::vector<std::string>{"ws-00bb.bin", "ws-00bb.json"});
 
     // Another warmslot holds the lock: nothing is done.
     fs::create_directory(d.shared / ".warmslot-evict.lock");
@@ -224,7 +197,7 @@ TEST_CASE("shared tier: enforcing the budget evicts entries whole, once, under o
     const auto taken = enforce_shared_budget(d.shared, 0, "h2", std::chrono::seconds(-1));
     CHECK(taken.ran);
     CHECK(taken.evicted == std::vector<std::string>{"00bb"});
-    CHECK(names_in(d.shared).empty());
+    CHECK(files_in(d.shared).empty());
 }
 
 TEST_CASE("shared tier: an entry another evictor claimed is not evicted twice") {
@@ -238,11 +211,11 @@ TEST_CASE("shared tier: an entry another evictor claimed is not evicted twice") 
     CHECK(sweep.evicted.empty());
     CHECK(sweep.bytes == 0);
     // Young leftovers stay (their writer may still be at work) ...
-    CHECK(names_in(d.shared) == std::vector<std::string>{".ws-00aa-h9-0.evict", "ws-00aa.bin"});
+    CHECK(files_in(d.shared) == std::vector<std::string>{".ws-00aa-h9-0.evict", "ws-00aa.bin"});
     // ... old ones go: the claim, the file without manifest, a temporary, a stray manifest.
     write_text(d.shared / "ws-00cc-h3-7.bin.tmp", "partial");
     write_text(d.shared / "ws-00dd.json", manifest_text(entry("00dd", 5)));
     const auto old = enforce_shared_budget(d.shared, 1 << 20, "h1", std::chrono::seconds(-1));
     CHECK(old.cleaned == 4);
-    CHECK(names_in(d.shared).empty());
+    CHECK(files_in(d.shared).empty());
 }
