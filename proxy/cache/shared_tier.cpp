@@ -113,7 +113,7 @@ std::string manifest_text(const shared_entry& e) {
                 {"created", e.created},
                 {"last_used", e.last_used},
                 {"publisher", e.publisher}}
-               .dump();
+        .dump(-1, ' ', false, json::error_handler_t::replace);  // never throws on bad UTF-8
 }
 
 std::optional<shared_entry> parse_manifest(std::string_view text) {

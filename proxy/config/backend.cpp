@@ -263,7 +263,8 @@ void reader::check_shared_dir(const entry& cache, const config& c) const {
     const std::string path = child_path(cache.path, "shared_dir");
     for (const auto& b : c.backends) {
         if (b.slot_save_path == c.cache.shared_dir)
-            fail(line, path, "is backend " + b.name + "'s slot directory; give it a directory of its own");
+            fail(line, path,
+                 "is backend " + b.name + "'s slot directory; give it a directory of its own");
     }
     if (c.cache.shared_dir == c.cache.dir)
         fail(line, path, "is cache.dir; give it a directory of its own");

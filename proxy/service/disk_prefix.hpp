@@ -44,7 +44,11 @@ struct shared_state {
     std::mutex mu;
     std::map<std::string, std::uint64_t> counts;  // "op/result" -> how many
     std::uint64_t evicted = 0;
+    bool swept = false;
+    std::chrono::steady_clock::time_point last_sweep;
+    static constexpr std::chrono::seconds sweep_every{30};
     void count(std::string_view op, std::string_view result);
+    bool sweep_due();  // true at most once every sweep_every
 };
 std::string shared_tag();
 

@@ -29,8 +29,8 @@ constexpr int max_publishing = 4;  // publishes queued or running; more are drop
 constexpr std::chrono::seconds stale_after{3600};  // leftovers, and a lock, older than this
 
 // Runs `f` on `work_ex` and waits for it until `deadline`. std::nullopt when it did not finish
-// by then: it goes on on its own thread, `overran` counts it until it returns, its result is
-// dropped.
+// by then (it goes on on its own thread, counted in `overran` until it returns, its result
+// dropped) or when it threw.
 template <typename F>
 auto within(net::any_io_executor work_ex, F f, std::chrono::steady_clock::time_point deadline,
             std::shared_ptr<disk_detail::shared_state> tier)
@@ -42,24 +42,31 @@ auto within(net::any_io_executor work_ex, F f, std::chrono::steady_clock::time_p
         net::steady_timer timer;
         std::mutex mu;
         std::optional<T> result;
+        bool done = false;
         bool abandoned = false;
     };
     auto s = std::make_shared<state>(co_await net::this_coro::executor);
     s->timer.expires_at(deadline);
     net::post(work_ex, [s, tier, f = std::move(f)]() mutable {
-        auto r = f();
+        std::optional<T> r;
+        try {
+            r = f();
+        } catch (const std::exception& e) {  // never out of the pool's thread
+            log()->warn("the shared tier: {}", e.what());
+        }
         std::lock_guard lock(s->mu);
         if (s->abandoned) {
             tier->overran.fetch_sub(1, std::memory_order_relaxed);
             return;
         }
         s->result = std::move(r);
+        s->done = true;
         // The timer is touched only on its own executor.
         net::post(s->executor, [s] { s->timer.cancel(); });
     });
     co_await s->timer.async_wait(nothrow);
     std::lock_guard lock(s->mu);
-    if (!s->result) {
+    if (!s->done) {
         s->abandoned = true;
         tier->overran.fetch_add(1, std::memory_order_relaxed);
     }
@@ -88,6 +95,17 @@ std::string shared_tag() {
 void shared_state::count(std::string_view op, std::string_view result) {
     std::lock_guard lock(mu);
     ++counts[fmt::format("{}/{}", op, result)];
+}
+
+// A sweep lists the whole shared directory (slow on a network file system with many entries):
+// at most one every sweep_every, so a burst of saves lists it once.
+bool shared_state::sweep_due() {
+    std::lock_guard lock(mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (swept && now - last_sweep < sweep_every) return false;
+    swept = true;
+    last_sweep = now;
+    return true;
 }
 
 }  // namespace disk_detail
@@ -204,23 +222,32 @@ void disk_tier::publish(int backend, const cache::snapshot& s, const std::filesy
     // Holds the tier's state, not the disk tier: a publish that hangs outlives a stop.
     net::post(shared_ex_, [tier, e, file, root = std::filesystem::path(c.shared_dir),
                            budget = c.shared_max_disk, limit = c.slot_call_timeout] {
-        const auto r = cache::publish_shared(root, e, file, budget,
-                                             std::chrono::steady_clock::now() + limit, tier->tag);
-        tier->count("publish", cache::name(r));
-        if (r == cache::publish_result::published) {
-            log()->info("prefix {} ({} tokens) published to the shared tier {}", e.key, e.tokens,
-                        root.string());
-            const auto sweep = cache::enforce_shared_budget(root, budget, tier->tag, stale_after);
-            {
-                std::lock_guard lock(tier->mu);
-                tier->evicted += sweep.evicted.size();
+        try {
+            const auto deadline = std::chrono::steady_clock::now() + limit;
+            const auto r = cache::publish_shared(root, e, file, budget, deadline, tier->tag);
+            tier->count("publish", cache::name(r));
+            if (r == cache::publish_result::published) {
+                log()->info("prefix {} ({} tokens) published to the shared tier {}", e.key,
+                            e.tokens, root.string());
+                if (tier->sweep_due()) {
+                    const auto sweep =
+                        cache::enforce_shared_budget(root, budget, tier->tag, stale_after);
+                    {
+                        std::lock_guard lock(tier->mu);
+                        tier->evicted += sweep.evicted.size();
+                    }
+                    if (!sweep.evicted.empty() || sweep.cleaned > 0)
+                        log()->info("shared tier: {} entries evicted (over its budget), {} "
+                                    "leftovers removed",
+                                    sweep.evicted.size(), sweep.cleaned);
+                }
+            } else if (r != cache::publish_result::present) {
+                log()->warn("prefix {} not published to the shared tier {}: {}", e.key,
+                            root.string(), cache::name(r));
             }
-            if (!sweep.evicted.empty() || sweep.cleaned > 0)
-                log()->info("shared tier over its budget: {} entries evicted, {} leftovers removed",
-                            sweep.evicted.size(), sweep.cleaned);
-        } else if (r != cache::publish_result::present) {
-            log()->warn("prefix {} not published to the shared tier {}: {}", e.key, root.string(),
-                        cache::name(r));
+        } catch (const std::exception& x) {  // never out of the pool's thread
+            tier->count("publish", "failed");
+            log()->warn("publishing prefix {} to the shared tier failed: {}", e.key, x.what());
         }
         tier->publishing.fetch_sub(1, std::memory_order_relaxed);
     });

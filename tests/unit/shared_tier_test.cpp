@@ -20,7 +20,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_text(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+void write_text(const fs::path& p, const std::string& s) {
+    std::ofstream(p, std::ios::binary) << s;
+}
 
 struct dirs {
     fs::path root =
@@ -92,7 +94,7 @@ TEST_CASE("shared tier: a manifest reads back; malformed, oversized or hostile o
     CHECK_FALSE(parse_manifest(manifest_text(big)));
 }
 
-TEST_CASE("shared tier: publish copies the file and its manifest; find and fetch bring it to another directory") {
+TEST_CASE("shared tier: publish copies a file and its manifest; a fetch copies it elsewhere") {
     dirs d;
     const auto e = publish(d, "00aa");
     CHECK(files_in(d.shared) == std::vector<std::string>{"ws-00aa.bin", "ws-00aa.json"});
