@@ -58,7 +58,8 @@ std::string describe(const disk_action& a) {
     switch (a.what) {
         case disk_action::kind::none: return a.choice.empty() ? "" : "slot kept: " + a.choice;
         case disk_action::kind::restored:
-            if (a.shared) return fmt::format("restored {} tokens (from the shared tier, copied)", a.tokens);
+            if (a.shared)
+                return fmt::format("restored {} tokens (from the shared tier, copied)", a.tokens);
             if (!a.from.empty())
                 return fmt::format("restored {} tokens (from replica {}, {})", a.tokens, a.from,
                                    a.brought);

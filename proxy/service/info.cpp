@@ -158,7 +158,8 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     text += "# HELP warmslot_shared_files_total Calls to the shared tier (cache.shared_dir): "
             "publishes after a save and fetches on a miss, by what came of them.\n"
             "# TYPE warmslot_shared_files_total counter\n";
-    const auto shared = disk_ ? disk_->shared_files_total() : std::map<std::string, std::uint64_t>{};
+    const auto shared =
+        disk_ ? disk_->shared_files_total() : std::map<std::string, std::uint64_t>{};
     for (const auto& [op, results] :
          {std::pair{"publish", std::vector<const char*>{"published", "present", "too_big",
                                                          "missing", "no_room", "too_slow",
