@@ -31,11 +31,12 @@ struct fixture {
     std::string path = dir.file("warmslot.yaml");
     std::atomic<int> calls{0};
 
-    std::unique_ptr<file_watch> watch(bool polling) {
+    std::unique_ptr<file_watch> watch(bool polling,
+                                      std::chrono::milliseconds debounce = 30ms) {
         file_watch_options options;
         options.force_polling = polling;
         options.poll_interval = 20ms;
-        options.debounce = 30ms;
+        options.debounce = debounce;
         return std::make_unique<file_watch>(
             path, [this] { ++calls; }, options);
     }
@@ -120,7 +121,9 @@ TEST_CASE("file_watch: polling mode") { check_mode(true); }
 TEST_CASE("file_watch: a burst of writes becomes few callbacks") {
     fixture f;
     write_file(f.path, "a: 0\n");
-    auto w = f.watch(false);
+    // A quiet time far above the gap between two writes, even on a loaded machine (with 30 ms,
+    // a busy host spread the 20 writes over 7 callbacks).
+    auto w = f.watch(false, 1000ms);
     for (int i = 1; i <= 20; ++i) write_file(f.path, "a: " + std::to_string(i) + "\n");
     CHECK(f.called(1));
     const std::uint64_t before = w->checks();
