@@ -2,15 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <system_error>
 
 #include "cache/index.hpp"
 #include "cache/slot_file.hpp"
+#include "cache/tenant_budget.hpp"
 
 namespace warmslot::cache {
 namespace {
@@ -19,18 +18,13 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 constexpr const char* lock_name = ".warmslot-evict.lock";
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool ends_with(std::string_view s, std::string_view p) {
-    return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
 // The key of "ws-<key>.bin" or "ws-<key>.json" ("" for any other name).
 std::string key_of(std::string_view name, std::string_view suffix) {
-    if (!starts_with(name, "ws-") || !ends_with(name, suffix)) return "";
-    auto key = std::string(name.substr(3, name.size() - 3 - suffix.size()));
+    if (!name.starts_with("ws-") || !name.ends_with(suffix)) return "";
+    std::string key(name.substr(3, name.size() - 3 - suffix.size()));
     try {
-        return file_name_for(key) == std::string(name.substr(0, 3 + key.size())) + ".bin" ? key
-                                                                                           : "";
+        (void)file_name_for(key);  // only keys that name a slot file
+        return key;
     } catch (const std::invalid_argument&) {
         return "";
     }
@@ -68,12 +62,6 @@ bool write_manifest(const fs::path& root, const shared_entry& e, const std::stri
     fs::rename(tmp, root / manifest_name_for(e.key), ec);
     if (ec) fs::remove(tmp, ec);
     return !ec;
-}
-
-double value_per_byte(const shared_entry& e) {
-    return e.bytes == 0 ? 0.0
-                        : static_cast<double>(e.hits + 1) * e.prefill_seconds /
-                              static_cast<double>(e.bytes);
 }
 
 // Older than `stale` by its modification time (an unreadable time counts as old).
@@ -218,22 +206,14 @@ bring_result fetch_shared(const fs::path& root, const shared_entry& e, const fs:
     return result;
 }
 
-std::vector<std::string> shared_evictions(std::vector<shared_entry> entries, std::uint64_t budget) {
-    std::uint64_t total = 0;
-    for (const auto& e : entries) total += e.bytes;
-    std::sort(entries.begin(), entries.end(), [](const shared_entry& a, const shared_entry& b) {
-        const double va = value_per_byte(a), vb = value_per_byte(b);
-        if (va != vb) return va < vb;
-        if (a.last_used != b.last_used) return a.last_used < b.last_used;
-        return a.key < b.key;
-    });
-    std::vector<std::string> out;
-    for (const auto& e : entries) {
-        if (total <= budget) break;
-        out.push_back(e.key);
-        total -= e.bytes;
-    }
-    return out;
+std::vector<std::string> shared_evictions(const std::vector<shared_entry>& entries,
+                                          std::uint64_t budget) {
+    // The order of the slot directories' budgets, with every entry one tenant's.
+    std::vector<stored_file> files;
+    files.reserve(entries.size());
+    for (const auto& e : entries)
+        files.push_back({e.key, "", e.bytes, e.hits, e.prefill_seconds, e.last_used});
+    return tenant_evictions(files, "", budget, {});
 }
 
 shared_sweep enforce_shared_budget(const fs::path& root, std::uint64_t budget,
@@ -257,9 +237,9 @@ shared_sweep enforce_shared_budget(const fs::path& root, std::uint64_t budget,
             bins[k] = it->path();
         } else if (auto m = key_of(name, ".json"); !m.empty()) {
             manifests[m] = it->path();
-        } else if (starts_with(name, "ws-") && ends_with(name, ".tmp")) {
+        } else if (name.starts_with("ws-") && name.ends_with(".tmp")) {
             leftovers.push_back(it->path());
-        } else if (starts_with(name, ".ws-") && ends_with(name, ".evict")) {
+        } else if (name.starts_with(".ws-") && name.ends_with(".evict")) {
             leftovers.push_back(it->path());
         }
     }
@@ -287,7 +267,7 @@ shared_sweep enforce_shared_budget(const fs::path& root, std::uint64_t budget,
     for (const auto& path : leftovers) {
         if (older_than(path, stale) && fs::remove(path, ec)) ++out.cleaned;
     }
-    for (const auto& key : shared_evictions(std::move(entries), budget)) {
+    for (const auto& key : shared_evictions(entries, budget)) {
         // The claim: renaming the manifest away succeeds for one evictor only, and from then on
         // no reader finds the entry.
         const auto claim = root / (".ws-" + key + "-" + unique_suffix(tag) + ".evict");

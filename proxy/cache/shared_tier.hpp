@@ -81,10 +81,11 @@ bring_result fetch_shared(const std::filesystem::path& root, const shared_entry&
                           std::chrono::steady_clock::time_point deadline, std::int64_t now,
                           const std::string& tag);
 
-// Eviction order: lowest value per byte ((hits + 1) * prefill_seconds / bytes) first, then least
-// recently used, then key. Returns the keys to drop from `entries` so that the rest total at
-// most `budget` bytes. Pure.
-std::vector<std::string> shared_evictions(std::vector<shared_entry> entries, std::uint64_t budget);
+// The keys to drop from `entries` so that the rest total at most `budget` bytes, in the order of
+// the slot directories' budgets (cache::tenant_evictions): lowest value per byte
+// ((hits + 1) * prefill_seconds / bytes) first, then least recently used, then key. Pure.
+std::vector<std::string> shared_evictions(const std::vector<shared_entry>& entries,
+                                          std::uint64_t budget);
 
 struct shared_sweep {
     bool ran = false;             // false: another warmslot holds the lock
