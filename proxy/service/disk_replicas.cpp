@@ -76,9 +76,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int back
         }
         return out;
     });
-    const auto own_budget = cfg->cache.max_disk_of(p.tenant);
-    const auto max_bytes = std::min(cfg->cache.max_disk, own_budget.value_or(cfg->cache.max_disk));
-    const auto pick = cache::pick_replica_file(offers, info->identity, max_bytes);
+    const auto pick = cache::pick_replica_file(offers, info->identity, room_for(p));
     if (!pick) co_return std::nullopt;
     const auto& offer = offers[*pick];
     cache::bring_request req;
@@ -95,20 +93,33 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int back
         co_return std::nullopt;
     }
     cache::snapshot row = offer.row;
-    row.tenant = p.tenant;  // charged to the request that brought it, like a save
-    row.hits = 0;
-    row.created = row.last_used = unix_now();
-    co_await on_index(index_ex_,
-                      [this, idx = p.index, row, max_disk = cfg->cache.max_disk, own_budget] {
-                          idx->put(row);
-                          if (own_budget)
-                              idx->enforce_tenant_budget(row.tenant, *own_budget, leases_.held());
-                          idx->enforce_budget(max_disk, leases_.held());
-                          return true;
-                      });
+    co_await index_brought(p, row);
     log()->info("prefix {} ({} tokens) {} from {}'s directory into {}'s", p.key, row.tokens,
                 cache::name(result), offer.backend, name);
     co_return found_file{row, offer.backend, cache::name(result)};
+}
+
+// The largest file the prefix's directory may take for the request's tenant: cache.max_disk,
+// or the tenant's budget when it is smaller.
+std::uint64_t disk_tier::room_for(const prefix& p) const {
+    const auto& c = src_.current()->cache;
+    return std::min(c.max_disk, c.max_disk_of(p.tenant).value_or(c.max_disk));
+}
+
+// A file brought into p's directory (from a replica's or the shared tier) is indexed there like
+// a save: charged to the request that brought it, unused so far, and the budgets applied.
+awaitable<void> disk_tier::index_brought(const prefix& p, cache::snapshot& row) {
+    const auto& c = src_.current()->cache;
+    row.tenant = p.tenant;
+    row.hits = 0;
+    row.created = row.last_used = unix_now();
+    co_await on_index(index_ex_, [this, idx = p.index, row, max_disk = c.max_disk,
+                                  own_budget = c.max_disk_of(p.tenant)] {
+        idx->put(row);
+        if (own_budget) idx->enforce_tenant_budget(row.tenant, *own_budget, leases_.held());
+        idx->enforce_budget(max_disk, leases_.held());
+        return true;
+    });
 }
 
 }  // namespace warmslot::service

@@ -16,6 +16,7 @@
 #include <random>
 
 #include <boost/asio/ip/host_name.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "cache/shared_tier.hpp"
 #include "service/disk_prefix.hpp"
@@ -110,6 +111,24 @@ bool shared_state::sweep_due() {
 
 }  // namespace disk_detail
 
+disk_tier::~disk_tier() {
+    if (!shared_pool_) return;  // the shared tier was never used
+    shared_pool_->stop();  // what is queued is dropped; a call under way finishes
+    if (shared_->overran.load() > 0) {
+        // A call hangs on the shared file system: its thread cannot be joined. The process is
+        // ending; the thread holds only the tier's state (shared_), never this object.
+        (void)shared_pool_.release();
+        return;
+    }
+    shared_pool_->join();
+}
+
+net::any_io_executor disk_tier::shared_executor() {
+    std::call_once(shared_started_,
+                   [this] { shared_pool_ = std::make_unique<net::thread_pool>(2); });
+    return shared_pool_->get_executor();
+}
+
 std::map<std::string, std::uint64_t> disk_tier::shared_files_total() const {
     std::lock_guard lock(shared_->mu);
     return shared_->counts;
@@ -132,7 +151,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
     }
     const std::filesystem::path root(c.shared_dir);
     const auto looked = co_await within(
-        shared_ex_,
+        shared_executor(),
         [root, key = p.key, identity = info->identity] {
             return cache::find_shared(root, key, identity);
         },
@@ -148,8 +167,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
         co_return std::nullopt;
     }
     const auto entry = **looked;
-    const auto own_budget = c.max_disk_of(p.tenant);
-    if (entry.bytes > std::min(c.max_disk, own_budget.value_or(c.max_disk))) {
+    if (entry.bytes > room_for(p)) {
         shared_->count("fetch", "too_big");
         co_return std::nullopt;
     }
@@ -161,7 +179,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
     const auto deadline = std::chrono::steady_clock::now() + limit;
     const auto target = p.index->slot_dir() / cache::file_name_for(p.key);
     const auto copied = co_await within(
-        shared_ex_,
+        shared_executor(),
         [root, entry, target, deadline, tag = shared_->tag] {
             return cache::fetch_shared(root, entry, target, deadline, unix_now(), tag);
         },
@@ -180,14 +198,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
     row.tokens = entry.tokens;
     row.bytes = entry.bytes;
     row.prefill_seconds = entry.prefill_seconds;
-    row.tenant = p.tenant;  // charged to the request that brought it, like a save
-    row.created = row.last_used = unix_now();
-    co_await on_index(index_ex_, [this, idx = p.index, row, max_disk = c.max_disk, own_budget] {
-        idx->put(row);
-        if (own_budget) idx->enforce_tenant_budget(row.tenant, *own_budget, leases_.held());
-        idx->enforce_budget(max_disk, leases_.held());
-        return true;
-    });
+    co_await index_brought(p, row);
     log()->info("prefix {} ({} tokens, published by {}) copied from the shared tier into {}'s "
                 "directory",
                 p.key, row.tokens, entry.publisher,
@@ -220,7 +231,7 @@ void disk_tier::publish(int backend, const cache::snapshot& s, const std::filesy
     e.publisher = fmt::format("{}/{}", tier->tag,
                               cfg->backends[static_cast<std::size_t>(backend)].name);
     // Holds the tier's state, not the disk tier: a publish that hangs outlives a stop.
-    net::post(shared_ex_, [tier, e, file, root = std::filesystem::path(c.shared_dir),
+    net::post(shared_executor(), [tier, e, file, root = std::filesystem::path(c.shared_dir),
                            budget = c.shared_max_disk, limit = c.slot_call_timeout] {
         try {
             const auto deadline = std::chrono::steady_clock::now() + limit;

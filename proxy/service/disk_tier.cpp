@@ -11,7 +11,9 @@
 #include <chrono>
 #include <iterator>
 
+// The constructor owns the shared tier's (not yet started) pool: its type must be complete.
 #include <boost/asio/thread_pool.hpp>
+
 
 #include "api/prefix_cut.hpp"
 #include "cache/slot_file.hpp"
@@ -78,23 +80,10 @@ std::string describe(const disk_action& a) {
 disk_tier::disk_tier(const config::source& src, routing::registry& reg,
                      net::any_io_executor index_ex, net::any_io_executor file_ex)
     : src_(src), reg_(reg), index_ex_(std::move(index_ex)), file_ex_(std::move(file_ex)),
-      shared_(std::make_shared<shared_state>()),
-      shared_pool_(std::make_unique<net::thread_pool>(2)),
-      shared_ex_(shared_pool_->get_executor()) {
+      shared_(std::make_shared<shared_state>()) {
     shared_->tag = shared_tag();
     std::lock_guard lock(mu_);
     open_indexes(*src_.current());
-}
-
-disk_tier::~disk_tier() {
-    shared_pool_->stop();  // what is queued is dropped; a call under way finishes
-    if (shared_->overran.load() > 0) {
-        // A call hangs on the shared file system: its thread cannot be joined. The process is
-        // ending; the thread holds only the tier's state (shared_), never this object.
-        (void)shared_pool_.release();
-        return;
-    }
-    shared_pool_->join();
 }
 
 void disk_tier::open_indexes(const config::config& cfg) {

@@ -186,6 +186,8 @@ private:
     };
     awaitable<std::optional<found_file>> find_file(int backend, const prefix& p, bool allowed);
     awaitable<std::optional<found_file>> from_replica(int backend, const prefix& p);
+    std::uint64_t room_for(const prefix& p) const;
+    awaitable<void> index_brought(const prefix& p, cache::snapshot& row);
     // From the shared tier, and publishing to it after a save (service/disk_shared.cpp).
     awaitable<std::optional<found_file>> from_shared(int backend, const prefix& p);
     void publish(int backend, const cache::snapshot& s, const std::filesystem::path& file);
@@ -250,8 +252,11 @@ private:
     std::array<std::atomic<std::uint64_t>, cache::bring_results> replica_results_{};
     restore_fn on_restore_;
     std::shared_ptr<disk_detail::shared_state> shared_;
-    std::unique_ptr<boost::asio::thread_pool> shared_pool_;  // two threads: publish and fetch
-    net::any_io_executor shared_ex_;
+    // Two threads for the shared tier's calls, started by the first one (none without
+    // cache.shared_dir): service/disk_shared.cpp.
+    std::once_flag shared_started_;
+    std::unique_ptr<boost::asio::thread_pool> shared_pool_;
+    net::any_io_executor shared_executor();
     // Per (backend, slot): the last stable prefix a request brought there, so that it can be
     // saved later (save_valuable). One entry per slot, replaced by the next prefix: memory is
     // bounded by the slot count times the size of one request.
