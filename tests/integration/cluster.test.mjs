@@ -37,6 +37,21 @@ async function assertGone(info) {
   assert.deepEqual(namespaces(), []);
 }
 
+// New documents (seeds from `seed`, `bytes` each) until one landed on each host: { h1, h2 }, each
+// that host's first request. `check(r)` on every answer.
+async function documentOnEachHost(info, seed, bytes, check = () => {}) {
+  const on = {};
+  for (let d = 0; d < 16 && !(on.h1 && on.h2); d++) {
+    const req = { system: makeDocument(seed + d, bytes), question: 'First question?' };
+    const r = await streamOnce(info.balancer, req);
+    assert.ok(r.ok, JSON.stringify(r));
+    check(r);
+    on[r.host] ??= req;
+  }
+  assert.ok(on.h1 && on.h2, `documents on both hosts: ${Object.keys(on)}`);
+  return on;
+}
+
 test('affinity keeps a document on one host; a dead host\'s documents move; SIGTERM cleans up', { skip, timeout: 300000 }, async () => {
   assert.deepEqual(namespaces(), [], 'no wsc-* namespace before the test');
   const cluster = await start(tempDir('cluster'));
@@ -44,14 +59,7 @@ test('affinity keeps a document on one host; a dead host\'s documents move; SIGT
   try {
     assert.equal(info.hosts.length, 2);
     // Documents until one lands on each host; then each is asked again and stays there.
-    const on = {};
-    for (let d = 0; d < 16 && !(on.h1 && on.h2); d++) {
-      const req = { system: makeDocument(500 + d, 1500), question: 'First question?' };
-      const r = await streamOnce(info.balancer, req);
-      assert.ok(r.ok, JSON.stringify(r));
-      on[r.host] ??= req;
-    }
-    assert.ok(on.h1 && on.h2, `documents on both hosts: ${Object.keys(on)}`);
+    const on = await documentOnEachHost(info, 500, 1500);
     for (const h of ['h1', 'h2']) {
       const r = await streamOnce(info.balancer, { ...on[h], question: 'Second question?' });
       assert.ok(r.ok, JSON.stringify(r));
@@ -98,15 +106,8 @@ test('a lost host\'s documents are restored on the other host from the shared ti
   const { info } = cluster;
   const shared = info.hosts[0].shared;
   try {
-    const on = {};
-    for (let d = 0; d < 16 && !(on.h1 && on.h2); d++) {
-      const req = { system: makeDocument(600 + d, 3000), question: 'First question?' };
-      const r = await streamOnce(info.balancer, req);
-      assert.ok(r.ok, JSON.stringify(r));
-      assert.match(r.disk, /^snapshot \d+ tokens$/);
-      on[r.host] ??= req;
-    }
-    assert.ok(on.h1 && on.h2, `documents on both hosts: ${Object.keys(on)}`);
+    const on = await documentOnEachHost(info, 600, 3000,
+      (r) => assert.match(r.disk, /^snapshot \d+ tokens$/));
     const key = (h) => fs.readdirSync(shared).filter((n) => n.endsWith('.json'))
       .map((n) => JSON.parse(fs.readFileSync(path.join(shared, n), 'utf8')))
       .filter((m) => m.publisher.endsWith(`/${h}-gpu0`));
