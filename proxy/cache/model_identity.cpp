@@ -84,8 +84,10 @@ bool skip_value(hashing_reader& r, std::uint32_t type, std::uint64_t file_size) 
     return size && n <= file_size / *size && r.skip(n * *size);
 }
 
-// Reads header, metadata and tensor table; returns where the tensor data begins.
-std::optional<std::uint64_t> read_front(hashing_reader& r, std::uint64_t file_size) {
+// Reads header, metadata and tensor table; returns where the tensor data begins, and the
+// architecture in `arch`.
+std::optional<std::uint64_t> read_front(hashing_reader& r, std::uint64_t file_size,
+                                        std::string& arch) {
     char magic[4];
     std::uint32_t version = 0;
     std::uint64_t n_tensors = 0, n_kv = 0;
@@ -103,6 +105,8 @@ std::optional<std::uint64_t> read_front(hashing_reader& r, std::uint64_t file_si
             std::uint32_t a = 0;
             if (!r.value(a) || a == 0 || (a & (a - 1)) != 0) return std::nullopt;
             alignment = a;
+        } else if (key == "general.architecture" && type == 8) {
+            if (!r.string(&arch)) return std::nullopt;
         } else if (!skip_value(r, type, file_size)) {
             return std::nullopt;
         }
@@ -122,7 +126,7 @@ std::optional<std::uint64_t> read_front(hashing_reader& r, std::uint64_t file_si
 
 }  // namespace
 
-std::optional<std::string> model_content_id(const std::filesystem::path& file) {
+std::optional<model_facts> model_content_facts(const std::filesystem::path& file) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(file, ec);
     if (ec) return std::nullopt;
@@ -132,7 +136,8 @@ std::optional<std::string> model_content_id(const std::filesystem::path& file) {
                                                                      &XXH3_freeState);
     if (!h || XXH3_128bits_reset(h.get()) != XXH_OK) return std::nullopt;
     hashing_reader r(in, h.get());
-    const auto data = read_front(r, size);
+    model_facts out;
+    const auto data = read_front(r, size, out.architecture);
     if (!data) return std::nullopt;
     const std::uint64_t data_size = size - *data;
     XXH3_128bits_update(h.get(), &data_size, sizeof data_size);
@@ -147,10 +152,17 @@ std::optional<std::string> model_content_id(const std::filesystem::path& file) {
         XXH3_128bits_update(h.get(), block.data(), n);
     }
     const auto d = XXH3_128bits_digest(h.get());
-    return fmt::format("gguf:{:016x}{:016x}", d.high64, d.low64);
+    out.id = fmt::format("gguf:{:016x}{:016x}", d.high64, d.low64);
+    return out;
 }
 
-std::optional<std::string> model_ids::get(const std::filesystem::path& file) {
+std::optional<std::string> model_content_id(const std::filesystem::path& file) {
+    auto facts = model_content_facts(file);
+    if (!facts) return std::nullopt;
+    return std::move(facts->id);
+}
+
+std::optional<model_facts> model_ids::get(const std::filesystem::path& file) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(file, ec);
     if (ec) return std::nullopt;
@@ -161,14 +173,14 @@ std::optional<std::string> model_ids::get(const std::filesystem::path& file) {
         std::lock_guard lock(mu_);
         const auto it = known_.find(key);
         if (it != known_.end() && it->second.size == size && it->second.time == time) {
-            return it->second.id;
+            return it->second.facts;
         }
     }
-    auto id = model_content_id(file);  // outside the lock: may read for a while
+    auto facts = model_content_facts(file);  // outside the lock: may read for a while
     std::lock_guard lock(mu_);
     if (known_.size() >= max_entries && !known_.count(key)) known_.erase(known_.begin());
-    known_[key] = entry{size, time, id};
-    return id;
+    known_[key] = entry{size, time, facts};
+    return facts;
 }
 
 }  // namespace warmslot::cache

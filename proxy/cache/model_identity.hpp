@@ -22,23 +22,32 @@
 
 namespace warmslot::cache {
 
-// "gguf:" and 32 hex digits (XXH3-128); std::nullopt when the file cannot be read or is not
-// GGUF as this reader knows it (then the caller keys by path and what the server says).
+// What warmslot reads of a model file: its identity and its architecture.
+struct model_facts {
+    std::string id;            // "gguf:" and 32 hex digits (XXH3-128)
+    std::string architecture;  // general.architecture ("llama", "qwen35", ...), "" when absent
+
+    bool operator==(const model_facts&) const = default;
+};
+
+// std::nullopt when the file cannot be read or is not GGUF as this reader knows it (then the
+// caller keys by path and what the server says).
+std::optional<model_facts> model_content_facts(const std::filesystem::path& file);
 std::optional<std::string> model_content_id(const std::filesystem::path& file);
 
-// model_content_id computed at most once per file, remembered by its path, size and modification
+// model_content_facts computed at most once per file, remembered by its path, size and modification
 // time (a file changed in place is read again). Thread-safe; bounded (a few entries per model
 // file ever loaded: the oldest are forgotten past max_entries).
 class model_ids {
   public:
-    std::optional<std::string> get(const std::filesystem::path& file);
+    std::optional<model_facts> get(const std::filesystem::path& file);
 
   private:
     static constexpr std::size_t max_entries = 256;
     struct entry {
         std::uintmax_t size = 0;
         std::filesystem::file_time_type time;
-        std::optional<std::string> id;
+        std::optional<model_facts> facts;
     };
     std::mutex mu_;
     std::map<std::string, entry> known_;

@@ -51,10 +51,16 @@ void rollback_memory::observe(const std::string& key, std::uint64_t prefix_token
     fraction_ = blend(fraction_, overshoot / static_cast<double>(prefix_tokens));
 }
 
-double rollback_memory::expected_overshoot(const std::string& key,
-                                           std::uint64_t prefix_tokens) const {
+std::optional<double> rollback_prior(bool checkpoints_only, std::optional<long> ctx_checkpoints) {
+    if (checkpoints_only && ctx_checkpoints && *ctx_checkpoints == 0) return 1.0;
+    return std::nullopt;
+}
+
+double rollback_memory::expected_overshoot(const std::string& key, std::uint64_t prefix_tokens,
+                                           std::optional<double> prior) const {
     if (const auto it = by_key_.find(key); it != by_key_.end()) return it->second;
-    return fraction_ ? *fraction_ * static_cast<double>(prefix_tokens) : 0.0;
+    const auto fraction = fraction_ ? fraction_ : prior;
+    return fraction ? *fraction * static_cast<double>(prefix_tokens) : 0.0;
 }
 
 void restore_rate::observe(std::uint64_t bytes, double ms) {

@@ -10,7 +10,8 @@
 // llama-server does not say where its checkpoints are, so the cost of a rollback is learned:
 // after each kept slot, what llama-server recomputed beyond the part after P (the overshoot) is
 // remembered for that prefix, and as a fraction of P for the backend (the guess for prefixes
-// not seen yet). Nothing learned yet: a rollback is assumed free (llama-server's own behaviour).
+// not seen yet). Nothing learned yet: the prior (rollback_prior) when the model and settings
+// tell it, else a rollback is assumed free (llama-server's own behaviour).
 // Pure, no clock, not thread-safe (the disk tier guards it).
 #pragma once
 
@@ -44,6 +45,13 @@ constexpr double margin = 1.25;
 constexpr double assumed_restore_bytes_per_second = 500e6;  // before any restore or save was timed
 rollback_choice choose_restore_or_rollback(const rollback_costs& c);
 
+// What a rollback is known to cost before any was seen, as a fraction of P: a model that can
+// only roll back to a context checkpoint (`checkpoints_only`: a hybrid or recurrent one, see
+// routing::rolls_back_to_checkpoints_only) run with `--ctx-checkpoints 0` recomputes all of P
+// (1.0). Anything else: std::nullopt (learned: with checkpoints, llama-server makes one where
+// the request's last user message starts, which is where P ends, and the rollback is cheap).
+std::optional<double> rollback_prior(bool checkpoints_only, std::optional<long> ctx_checkpoints);
+
 // What recomputing cost after rollbacks on one backend, bounded in memory.
 class rollback_memory {
   public:
@@ -54,8 +62,9 @@ class rollback_memory {
     void observe(const std::string& key, std::uint64_t prefix_tokens, std::uint64_t prompt_tokens,
                  std::uint64_t processed);
     // Tokens of P a rollback is expected to recompute: this prefix's last overshoot, else the
-    // backend's learned fraction of P, else 0.
-    double expected_overshoot(const std::string& key, std::uint64_t prefix_tokens) const;
+    // backend's learned fraction of P, else the `prior` fraction of P, else 0.
+    double expected_overshoot(const std::string& key, std::uint64_t prefix_tokens,
+                              std::optional<double> prior = std::nullopt) const;
 
   private:
     std::map<std::string, double> by_key_;  // key -> last overshoot in tokens

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -76,6 +77,7 @@ backend reader::read_backend(const entry& e) const {
     bool have_url = false;
     std::vector<std::pair<std::string, int>> command_only;  // supervision keys given, and lines
     const auto supervision = [&](const entry& v) { command_only.emplace_back(v.path, v.line); };
+    std::vector<std::pair<std::string, int>> url_only;  // keys read from a command's argv instead
     read_map(e, {{"name",
                   [&](const entry& v) {
                       b.name = read_scalar(v, "a name");
@@ -99,6 +101,11 @@ backend reader::read_backend(const entry& e) const {
                       b.slot_save_path = read_scalar(v, "a directory");
                       if (b.slot_save_path.empty() || b.slot_save_path.front() != '/')
                           fail(v.line, v.path, "must be an absolute directory path");
+                  }},
+                 {"ctx_checkpoints",
+                  [&](const entry& v) {
+                      b.ctx_checkpoints = static_cast<long>(read_count(v, 0, 1u << 16));
+                      url_only.emplace_back(v.path, v.line);
                   }},
                  {"start",
                   [&](const entry& v) {
@@ -133,6 +140,11 @@ backend reader::read_backend(const entry& e) const {
                   }}});
     if (!have_name) fail(e.line, child_path(e.path, "name"), "is required");
     check_backend_keys(e, b, have_url, command_only);
+    if (b.supervised() && !url_only.empty()) {
+        fail(url_only.front().second, url_only.front().first,
+             "only applies to a url backend; a command backend's is read from its command "
+             "(--ctx-checkpoints N)");
+    }
     return b;
 }
 
@@ -271,3 +283,16 @@ void reader::check_shared_dir(const entry& cache, const config& c) const {
 }
 
 }  // namespace warmslot::config::detail
+
+namespace warmslot::config {
+
+std::optional<std::string> backend::env_value(const std::string& variable) const {
+    if (!supervised()) return std::nullopt;
+    for (const auto& [key, value] : env) {
+        if (key == variable) return value;
+    }
+    if (const char* v = std::getenv(variable.c_str())) return std::string(v);
+    return std::nullopt;
+}
+
+}  // namespace warmslot::config

@@ -39,6 +39,10 @@ struct backend {
     std::uint16_t port = 0;  // parsed from url (default 80); 0 for a command backend: the port
                              // is picked when the process is started
     std::vector<std::string> models; // names requests may use for this backend's model
+    // A url backend's --ctx-checkpoints as its owner states it (llama-server does not show it):
+    // 0 on a hybrid model means a rollback recomputes the prefix. std::nullopt: not stated.
+    // A command backend's is read from its command (routing::ctx_checkpoints_of).
+    std::optional<long> ctx_checkpoints;
     std::string slot_save_path;      // the directory given to its --slot-save-path, as seen
                                      // from warmslot ("" = no disk tier for this backend). For a
                                      // command backend it defaults to <cache.dir>/slots/<name>.
@@ -62,6 +66,9 @@ struct backend {
                            // (never set by the parser; see config/reload.hpp)
 
     bool supervised() const noexcept { return !command.empty(); }
+    // A variable as a command backend's process sees it: its `env` entry, else warmslot's own
+    // environment. std::nullopt when unset, and always for a url backend.
+    std::optional<std::string> env_value(const std::string& variable) const;
 };
 
 // Command backends that share a device (or a memory budget) and may not all run at once

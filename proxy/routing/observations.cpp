@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -195,6 +196,38 @@ std::string kv_env(const std::function<std::optional<std::string>(const std::str
         (out += out.empty() ? "" : " ").append(name).append("=").append(*value);
     }
     return out;
+}
+
+bool rolls_back_to_checkpoints_only(std::string_view architecture) {
+    // src/llama-arch.cpp of the pinned llama.cpp: llm_arch_is_recurrent and llm_arch_is_hybrid.
+    constexpr std::array<std::string_view, 23> recurrent{
+        "arwkv7",  "bailingmoe3",    "deepseek4", "falcon-h1", "granitehybrid", "jamba",
+        "kimi-k3", "kimi-linear",    "lfm2",      "lfm2moe",   "mamba",         "mamba2",
+        "minimax-01", "nemotron_h",  "nemotron_h_moe", "plamo2", "qwen35",      "qwen35moe",
+        "qwen3next", "qwen4exp",     "rwkv6",     "rwkv6qwen2", "rwkv7"};
+    return std::find(recurrent.begin(), recurrent.end(), architecture) != recurrent.end();
+}
+
+std::optional<long> ctx_checkpoints_of(
+    const std::vector<std::string>& argv,
+    const std::function<std::optional<std::string>(const std::string&)>& lookup) {
+    const auto number = [](std::string_view text) -> std::optional<long> {
+        long v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size() || v < 0) return std::nullopt;
+        return v;
+    };
+    std::optional<std::string> value;  // the last one given wins, as in llama-server
+    for (std::size_t i = 1; i < argv.size(); ++i) {
+        const std::string_view a = argv[i];
+        const std::string_view name = a.substr(0, a.find('='));
+        if (name != "-ctxcp" && name != "--ctx-checkpoints" && name != "--swa-checkpoints") continue;
+        if (name.size() != a.size()) value = std::string(a.substr(name.size() + 1));
+        else if (i + 1 < argv.size()) value = argv[++i];
+    }
+    if (value) return number(*value);
+    if (const auto env = lookup("LLAMA_ARG_CTX_CHECKPOINTS")) return number(*env);
+    return std::nullopt;
 }
 
 std::string identity_of(const backend_info& info, const std::string& stamp,

@@ -58,6 +58,20 @@ std::string kv_flags(const std::vector<std::string>& argv);
 // slot file. `lookup` gives a variable's value as the process sees it (std::nullopt: unset).
 std::string kv_env(const std::function<std::optional<std::string>(const std::string&)>& lookup);
 
+// Whether a model of this architecture (`general.architecture` of its GGUF file) keeps a
+// recurrent state (SSM, linear attention: the hybrid and recurrent families of llama.cpp's
+// llm_arch_is_recurrent and llm_arch_is_hybrid) that llama-server can only roll back to one of
+// its context checkpoints, never to an arbitrary token.
+bool rolls_back_to_checkpoints_only(std::string_view architecture);
+
+// The number of context checkpoints a command backend keeps per slot (`-ctxcp`,
+// `--ctx-checkpoints`, `--swa-checkpoints`, with the value after it or after "="; else
+// LLAMA_ARG_CTX_CHECKPOINTS from `lookup`); std::nullopt when not set (the server's default)
+// or not a number.
+std::optional<long> ctx_checkpoints_of(
+    const std::vector<std::string>& argv,
+    const std::function<std::optional<std::string>(const std::string&)>& lookup);
+
 // Everything a slot file must match to load into this backend and mean the same thing: the
 // model (its content identity `stamp` "gguf:..." when warmslot can read the file,
 // cache/model_identity.hpp; else its path with the file's size@mtime `stamp`, or with "?" and

@@ -48,6 +48,8 @@ struct backend_info {
     std::string model_meta;          // shape facts of /v1/models (parameters, size, vocabulary)
     std::string lora;                // adapters and their scales (GET /lora-adapters)
     std::vector<std::string> models; // ids from /v1/models and the alias
+    std::string architecture;        // general.architecture of the model file, "" when out of
+                                     // sight (warmslot cannot read the file)
     std::string identity;            // what slot files must match to load here (model file,
                                      // its size and time when visible, build, slots, context,
                                      // adapters, KV flags: routing/observations.hpp)

@@ -2,6 +2,8 @@
 // restore the prefix's file into it first (cache/rollback.hpp says why either can be cheaper).
 #include "service/disk_prefix.hpp"
 
+#include "routing/observations.hpp"
+
 #include <fmt/format.h>
 
 namespace warmslot::service {
@@ -31,14 +33,23 @@ awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing:
     costs.prefill_tokens_per_second =
         views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second;
     costs.file_bytes = found->bytes;
+    const auto& backend = src_.current()->backends[static_cast<std::size_t>(t.p.backend)];
+    const auto info = reg_.info(t.p.backend);
+    const auto prior = cache::rollback_prior(
+        info && routing::rolls_back_to_checkpoints_only(info->architecture),
+        backend.supervised() ? routing::ctx_checkpoints_of(
+                                   backend.command,
+                                   [&backend](const std::string& v) { return backend.env_value(v); })
+                             : backend.ctx_checkpoints);
     {
         std::lock_guard lock(mu_);
-        costs.overshoot_tokens = rollbacks_[t.p.backend].expected_overshoot(p.key, found->tokens);
+        costs.overshoot_tokens =
+            rollbacks_[t.p.backend].expected_overshoot(p.key, found->tokens, prior);
         costs.restore_bytes_per_second =
             restore_rates_[t.p.backend].estimate(found->bytes, found->save_ms);
     }
     const auto choice = cache::choose_restore_or_rollback(costs);
-    const auto& name = src_.current()->backends[static_cast<std::size_t>(t.p.backend)].name;
+    const auto& name = backend.name;
     log()->info("{} slot {} holds prefix {} ({} tokens) and more: {} ({})", name, *t.p.slot,
                 p.key, found->tokens, choice.restore ? "restoring its file" : "kept for a rollback",
                 choice.why);

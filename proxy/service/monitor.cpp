@@ -49,13 +49,7 @@ std::string model_file_stamp(const std::string& path) {
 // A url backend's environment is not visible: "" (docs/architecture.md, backend identity).
 std::string backend_kv_env(const config::backend& b) {
     if (!b.supervised()) return "";
-    return routing::kv_env([&b](const std::string& name) -> std::optional<std::string> {
-        for (const auto& [key, value] : b.env) {
-            if (key == name) return value;
-        }
-        if (const char* v = std::getenv(name.c_str())) return std::string(v);
-        return std::nullopt;
-    });
+    return routing::kv_env([&b](const std::string& name) { return b.env_value(name); });
 }
 
 // Gives the probe's slots back on every path.
@@ -189,7 +183,8 @@ awaitable<bool> monitor::look(std::size_t i) {
         co_return false;
     }
     auto info = reading->info;
-    const std::string stamp = co_await model_stamp(info.model_path);
+    const auto [stamp, architecture] = co_await model_stamp(info.model_path);
+    info.architecture = architecture;
     const std::string flags = b.supervised() ? routing::kv_flags(b.command) : "";
     const std::string env = backend_kv_env(b);
     const std::string base = routing::identity_of(info, stamp, flags, env);
@@ -278,14 +273,16 @@ awaitable<void> monitor::read_identity(const config::backend& b, std::size_t i,
 
 // The model's content identity when warmslot can read its file (the same model on every host
 // and path has the same keys), else its size and time, else "?" (routing::identity_of).
-awaitable<std::string> monitor::model_stamp(std::string path) {
-    if (path.empty()) co_return "?";
-    const auto id = co_await net::co_spawn(
+awaitable<std::pair<std::string, std::string>> monitor::model_stamp(std::string path) {
+    if (path.empty()) co_return std::pair<std::string, std::string>{"?", ""};
+    const auto facts = co_await net::co_spawn(
         hasher_.get_executor(),
-        [this, path]() -> awaitable<std::optional<std::string>> { co_return model_ids_.get(path); },
+        [this, path]() -> awaitable<std::optional<cache::model_facts>> {
+            co_return model_ids_.get(path);
+        },
         net::use_awaitable);
-    if (id) co_return *id;
-    co_return model_file_stamp(path);
+    if (facts) co_return std::pair{facts->id, facts->architecture};
+    co_return std::pair<std::string, std::string>{model_file_stamp(path), ""};
 }
 
 awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(config::backend b) {

@@ -177,9 +177,13 @@ TEST_CASE("config: command backends are validated") {
          "must be greater than 0"},
         {head + "    command: [s]\n    restart_backoff_max: 25h\n",
          "backends[0].restart_backoff_max", 4, "at most 24h"},
+        {head + "    command: [s]\n    ctx_checkpoints: 0\n", "backends[0].ctx_checkpoints", 4,
+         "only applies to a url backend"},
+        {head + "    url: http://h:1\n    ctx_checkpoints: -1\n", "backends[0].ctx_checkpoints", 4,
+         ""},
         {head + "    command: [s]\n    restart: always\n", "backends[0].restart", 4,
-         "unknown key; expected one of: name, url, command, models, slot_save_path, start, "
-         "idle_stop, start_timeout, restart_backoff_max, env"},
+         "unknown key; expected one of: name, url, command, models, slot_save_path, "
+         "ctx_checkpoints, start, idle_stop, start_timeout, restart_backoff_max, env"},
         {head + "    url: http://h:1\n    env: {CUDA_VISIBLE_DEVICES: \"0\"}\n", "backends[0].env", 4,
          "only applies to a backend with command"},
         {head + "    command: [s]\n    env: [A=1]\n", "backends[0].env", 4,
@@ -208,6 +212,15 @@ TEST_CASE("config: command backends are validated") {
          "must be an absolute directory path"},
     };
     for (const bad_case& c : cases) check_rejected(c);
+}
+
+TEST_CASE("config: ctx_checkpoints of a url backend; a command backend's comes from its argv") {
+    const cfg::config c = parse("backends:\n  - name: a\n    url: http://h:1\n"
+                                "    ctx_checkpoints: 0\n  - name: b\n    url: http://h:2\n");
+    REQUIRE(c.backends.size() == 2);
+    CHECK(c.backends[0].ctx_checkpoints == 0L);
+    CHECK_FALSE(c.backends[1].ctx_checkpoints);
+    CHECK_FALSE(c.backends[0].env_value("PATH"));  // a url backend's environment is not ours
 }
 
 TEST_CASE("config: backend names are safe, unique directory names") {

@@ -87,6 +87,7 @@ TEST_CASE("model_content_id: the same content anywhere is the same model") {
 
     // Another architecture string, another tensor size, other weights: other models.
     CHECK(model_content_id(write(dir / "arch.gguf", model("qwen35", 300000, 1.0f))) != id);
+    CHECK(model_content_facts(dir / "arch.gguf")->architecture == "qwen35");
     CHECK(model_content_id(write(dir / "size.gguf", model("llama", 300001, 1.0f))) != id);
     CHECK(model_content_id(write(dir / "weights.gguf", model("llama", 300000, 2.0f))) != id);
     auto last = bytes;  // the last data byte is always sampled
@@ -122,6 +123,7 @@ TEST_CASE("model_ids: computed once per path, size and time; read again when the
     const auto second = ids.get(p);
     REQUIRE(second);
     CHECK(second != first);
-    CHECK(second == model_content_id(p));
+    CHECK(second->id == model_content_id(p));
+    CHECK(second->architecture == "llama");
     fs::remove_all(dir);
 }

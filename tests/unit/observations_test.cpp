@@ -149,6 +149,36 @@ TEST_CASE("kv_env: the KV-changing variables of a backend's environment, with th
     CHECK(routing::kv_env([](const std::string&) { return std::nullopt; }).empty());
 }
 
+TEST_CASE("rolls_back_to_checkpoints_only: llama.cpp's hybrid and recurrent architectures") {
+    for (const char* arch : {"qwen35", "qwen3next", "granitehybrid", "nemotron_h", "lfm2",
+                             "mamba2", "rwkv7", "falcon-h1", "jamba"}) {
+        CHECK(routing::rolls_back_to_checkpoints_only(arch));
+    }
+    for (const char* arch : {"llama", "qwen3", "gemma2", "gemma3", "", "QWEN35"}) {
+        CHECK_FALSE(routing::rolls_back_to_checkpoints_only(arch));
+    }
+}
+
+TEST_CASE("ctx_checkpoints_of: the flag in its three names and two forms, else the variable") {
+    const auto none = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+    const auto env = [](const std::string& name) -> std::optional<std::string> {
+        if (name == "LLAMA_ARG_CTX_CHECKPOINTS") return "3";
+        return std::nullopt;
+    };
+    using argv = std::vector<std::string>;
+    CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "-m", "x"}, none) == std::nullopt);
+    CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "--ctx-checkpoints", "0"}, none) == 0);
+    CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "-ctxcp", "4"}, none) == 4);
+    CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "--swa-checkpoints=2"}, none) == 2);
+    CHECK(routing::ctx_checkpoints_of(argv{"s", "-ctxcp", "4", "--ctx-checkpoints", "0"}, none) == 0);
+    CHECK(routing::ctx_checkpoints_of(argv{"llama-server"}, env) == 3);
+    CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "-ctxcp", "1"}, env) == 1);  // flag wins
+    CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "-ctxcp", "x"}, none) == std::nullopt);
+    CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "-ctxcp"}, none) == std::nullopt);
+    // The program's own name is never read as a flag.
+    CHECK(routing::ctx_checkpoints_of(argv{"-ctxcp", "5"}, none) == std::nullopt);
+}
+
 TEST_CASE("identity_of: a new file stamp, adapter or flag makes a new identity") {
     routing::backend_info info;
     info.model_path = "/m/a.gguf";

@@ -83,3 +83,23 @@ TEST_CASE("restore speed: measured, else the file's save speed, else unknown") {
     r.observe(8'000'000, 8);
     CHECK(r.estimate(1, 1) == doctest::Approx(0.7 * 2e9 + 0.3 * 1e9));
 }
+
+TEST_CASE("rollback prior: a hybrid model without context checkpoints recomputes all of P") {
+    CHECK(rollback_prior(true, 0L) == 1.0);
+    CHECK_FALSE(rollback_prior(true, 8L));           // checkpoints: learned
+    CHECK_FALSE(rollback_prior(true, std::nullopt));  // the server's default (8): learned
+    CHECK_FALSE(rollback_prior(false, 0L));          // a plain transformer cuts anywhere
+    rollback_memory m;
+    // Nothing learned: the prior decides, and it makes a restore the choice at once.
+    CHECK(m.expected_overshoot("d", 12000, rollback_prior(true, 0L)) == 12000);
+    CHECK(m.expected_overshoot("d", 12000) == 0);
+    rollback_costs c;
+    c.overshoot_tokens = m.expected_overshoot("d", 12000, 1.0);
+    c.prefill_tokens_per_second = 1200;
+    c.file_bytes = 13'000'000;
+    CHECK(choose_restore_or_rollback(c).restore);
+    // What was seen wins over the prior: this prefix, then the backend's fraction.
+    m.observe("d", 12000, 12040, 40);
+    CHECK(m.expected_overshoot("d", 12000, 1.0) == 0);
+    CHECK(m.expected_overshoot("e", 5000, 1.0) == 0);
+}
