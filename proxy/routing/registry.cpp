@@ -200,15 +200,15 @@ void registry::cancel(const ticket& t) {
 void registry::complete(const ticket& t, const fingerprint* fp,
                         const std::optional<api::prompt_stats>& s, clock::time_point now) {
     if (!s) return cancel(t);
-    record_complete(t, fp, *s, now);
+    if (record_complete(t, fp, *s, now)) want_check(t.p.backend);
     notify();
 }
 
-void registry::record_complete(const ticket& t, const fingerprint* fp, const api::prompt_stats& st,
+bool registry::record_complete(const ticket& t, const fingerprint* fp, const api::prompt_stats& st,
                                clock::time_point now) {
     const auto* s = &st;
     std::lock_guard lock(mu_);
-    if (t.p.backend < 0) return;
+    if (t.p.backend < 0) return false;
     auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
     if (b.view.in_flight > 0) --b.view.in_flight;
     if (t.floating && b.floating_in_flight > 0) --b.floating_in_flight;
@@ -230,16 +230,15 @@ void registry::record_complete(const ticket& t, const fingerprint* fp, const api
     counters_.prompt_tokens_reused += static_cast<std::uint64_t>(std::max(0L, s->cached));
     counters_.prefill_seconds_saved +=
         static_cast<double>(s->cached) / std::max(1.0, b.view.prefill_tokens_per_second);
-    if (t.p.expected_cached_tokens >= 256 &&
-        static_cast<std::uint64_t>(s->cached) * 2 < t.p.expected_cached_tokens) {
-        ++counters_.mispredictions;
-    }
+    const bool mispredicted = t.p.expected_cached_tokens >= 256 &&
+                              static_cast<std::uint64_t>(s->cached) * 2 < t.p.expected_cached_tokens;
+    if (mispredicted) ++counters_.mispredictions;
     if (!t.p.slot) {
         end_unpinned_locked(b, t);
-        return;
+        return mispredicted;
     }
     const auto i = static_cast<std::size_t>(*t.p.slot);
-    if (i >= b.reserved_by.size()) return;
+    if (i >= b.reserved_by.size()) return mispredicted;
     if (b.reserved_by[i] == t.id) unreserve_locked(b, i);
     auto& slot = b.view.slots[i];
     slot.busy = b.reserved_by[i] != 0 || b.outside_busy[i];
@@ -258,6 +257,7 @@ void registry::record_complete(const ticket& t, const fingerprint* fp, const api
     slot.held_tokens = static_cast<std::uint64_t>(
         std::max(0L, s->cached + s->processed + std::max(0L, s->predicted - 1)));
     slot.last_use = now;
+    return mispredicted;
 }
 
 void registry::evicted(backend_state& b, const std::vector<prefix_level>& levels) {

@@ -128,7 +128,10 @@ public:
     void mark_floating(ticket& t);
     // Gives up a reservation without a response (request failed before reaching the slot).
     void cancel(const ticket& t);
-    // Records the response: what the slot now holds, rates, counters.
+    // Records the response: what the slot now holds, rates, counters. A response that reused
+    // under half of the tokens its plan counted on (at least 256) is a sign that the backend
+    // restarted between two checks, or that something else took its slots: want_check, so no
+    // later request is planned on beliefs this one just proved wrong before a check is done.
     void complete(const ticket& t, const fingerprint* fp, const std::optional<api::prompt_stats>& s,
                   clock::time_point now);
 
@@ -236,7 +239,8 @@ private:
     }
     void notify();  // calls the listener; never under mu_
     // The bodies of complete and reconcile (they lock mu_; their callers notify after).
-    void record_complete(const ticket& t, const fingerprint* fp, const api::prompt_stats& s,
+    // record_complete returns true when a planned reuse did not happen (a misprediction).
+    bool record_complete(const ticket& t, const fingerprint* fp, const api::prompt_stats& s,
                          clock::time_point now);
     void apply_reconcile(int backend, const std::vector<observed_slot>& slots,
                           clock::time_point now);

@@ -137,6 +137,38 @@ TEST_CASE("registry: want_check keeps a backend out of plans until a later check
     reg.set_check_listener(nullptr);
 }
 
+TEST_CASE("registry: a hit that reused nothing asks for a check before the next plan") {
+    // A llama-server restarted between two of the monitor's checks has empty slots; the first
+    // request planned on the old beliefs finds out (cached 0 where 2000 were expected). The
+    // next one must not be pinned on the same beliefs before a check has read the backend.
+    routing::registry reg({"a", "b"}, routing::planner_settings{});
+    make_ready(reg, 2, 2);
+    std::vector<int> asked;
+    reg.set_check_listener([&](int b) { asked.push_back(b); });
+    const auto fp = document('a');
+    auto first = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    REQUIRE(first.p.backend == 0);
+    reg.complete(first, &fp, stats(0, 2000), routing::clock::now());
+    CHECK(asked.empty());  // nothing was expected: a miss that computed its prompt
+    auto hit = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    REQUIRE(hit.p.why == routing::route::hit);
+    REQUIRE(hit.p.expected_cached_tokens >= 256);
+    reg.complete(hit, &fp, stats(0, 2000), routing::clock::now());
+    CHECK(asked == std::vector<int>{0});
+    CHECK(reg.totals().mispredictions == 1);
+    auto next = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    CHECK(next.p.backend == 1);  // backend 0 waits for its check
+    reg.cancel(next);
+    reg.check_started(0);
+    reg.check_done(0);
+    auto back = reg.reserve(&fp, "", fp.total_bytes, routing::clock::now());
+    CHECK(back.p.backend == 0);
+    // A hit that reused what it was planned to: no check.
+    reg.complete(back, &fp, stats(1990, 10), routing::clock::now());
+    CHECK(asked.size() == 1);
+    reg.set_check_listener(nullptr);
+}
+
 TEST_CASE("registry: the listener hears releases, completions and checks") {
     routing::registry reg({"b"}, routing::planner_settings{});
     make_ready(reg, 1, 2);
