@@ -8,10 +8,10 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { assertOnlyQuestionComputed, getJson, modelPath, postJson, restartLlama, snapshotFiles, startLlama } from './lib/llama.mjs';
-import { tempDir } from './lib/procs.mjs';
+import { tempDir, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { askChat as ask, diskSettings as settings } from './lib/ask.mjs';
-import { makeDocument } from './lib/text.mjs';
+import { chat, makeDocument } from './lib/text.mjs';
 
 for (const arch of ['llama', 'qwen35']) {
   test(`${arch}: a request sent as soon as a restarted backend answers /health gets its prefix restored`, { timeout: 400000 }, async () => {
@@ -41,6 +41,48 @@ for (const arch of ['llama', 'qwen35']) {
     }
   });
 }
+
+// A restart that no check and no connection sees: checks are a minute apart, and llama-server
+// closes the connection after each streamed answer, so no pooled connection dies under the next
+// request. The first request after it is planned on the old beliefs and recomputes its prompt
+// (nothing could tell warmslot); its answer, which reused nothing of the 6K tokens planned, makes
+// warmslot check the backend before planning the next one, whose document is then restored from
+// its file instead of being recomputed in a slot believed to hold it.
+test('a restart between two checks is found by the first answer that reused nothing: the next document is restored', { timeout: 400000 }, async () => {
+  let llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+    extra: 'routing:\n  reconcile_interval: 60s\ncache:\n  min_prefix_tokens: 1024\n' });
+  const streamed = async (doc, q) => {
+    const r = await fetch(`${ws.url}/v1/chat/completions`, { method: 'POST',
+      headers: { 'content-type': 'application/json' }, body: JSON.stringify(chat(doc, q, { stream: true })) });
+    assert.equal(r.status, 200);
+    const text = await r.text();
+    assert.match(text, /data: \[DONE\]/);
+  };
+  const computed = async () => Number((await (await fetch(`${llama.url}/metrics`)).text())
+    .match(/^llamacpp:prompt_tokens_total (\d+)/m)[1]);
+  try {
+    const docs = [makeDocument(721, 6000), makeDocument(722, 6000)];
+    for (const d of docs) await streamed(d, 'What is on the first line?');
+    await waitFor('both documents on disk', () => snapshotFiles(llama.saveDir).length === 2, 30000);
+    llama = await restartLlama(llama);
+    await streamed(docs[0], 'Which word comes last?');
+    const before = await computed();
+    const q = 'How many lines are there?';
+    await streamed(docs[1], q);
+    await assertOnlyQuestionComputed({ processed: (await computed()) - before }, llama.url, q,
+      'the second document after the restart: ');
+    const log = fs.readFileSync(ws.logFile, 'utf8');
+    assert.match(log, /restarted \(its task numbers began again\)/);
+    // Planned as what it is, a document in no slot, and restored as such (not as a slot that
+    // "holds it and more" whose rollback recomputed everything).
+    const last = log.trimEnd().split('\n').filter((l) => /access: req=/.test(l)).pop();
+    assert.match(last, /route="miss; reason=[a-z_]+" .*disk="restored \d+ tokens"/, last);
+  } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});
 
 test('a model file replaced at the same path gets new keys: nothing restored, old files kept', { timeout: 400000 }, async () => {
   const dir = tempDir('model');
