@@ -113,7 +113,9 @@ export async function runTraces(o, arch, api, say) {
       say(`${arch} ${api}: ${id}${restart ? ', restarted halfway' : ''}`);
       const r = await runTraceConfig({ arch, model, id, slots: o.slots, ctxPerSlot, w, api, restart, rendered,
         maxTokens: o.maxTokens, timeoutMs: o.timeoutMs, say });
-      say(`  ${r.computed} prompt tokens computed (${(r.computed / r.bound).toFixed(2)}x bound), ${r.errors} errors, ${r.wall.toFixed(0)} s`);
+      say(`  ${r.computed} prompt tokens computed (${(r.computed / r.bound).toFixed(2)}x bound), TTFT p50 ` +
+        `${(r.ttft50 / 1000).toFixed(2)} s p95 ${(r.ttft95 / 1000).toFixed(2)} s, ${r.errors} errors, ${r.wall.toFixed(0)} s`);
+      if (r.excess) say(`  excess: ${r.excess.map((g) => `${g.what}: ${g.excess} (${g.requests} req)`).join('; ')}`);
       results.push(r);
     }
   }
