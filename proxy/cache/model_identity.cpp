@@ -85,9 +85,9 @@ bool skip_value(hashing_reader& r, std::uint32_t type, std::uint64_t file_size) 
 }
 
 // Reads header, metadata and tensor table; returns where the tensor data begins, and the
-// architecture in `arch`.
+// architecture and sliding window in `facts`.
 std::optional<std::uint64_t> read_front(hashing_reader& r, std::uint64_t file_size,
-                                        std::string& arch) {
+                                        model_facts& facts) {
     char magic[4];
     std::uint32_t version = 0;
     std::uint64_t n_tensors = 0, n_kv = 0;
@@ -106,7 +106,11 @@ std::optional<std::uint64_t> read_front(hashing_reader& r, std::uint64_t file_si
             if (!r.value(a) || a == 0 || (a & (a - 1)) != 0) return std::nullopt;
             alignment = a;
         } else if (key == "general.architecture" && type == 8) {
-            if (!r.string(&arch)) return std::nullopt;
+            if (!r.string(&facts.architecture)) return std::nullopt;
+        } else if (key.ends_with(".attention.sliding_window") && type == 4) {  // uint32
+            std::uint32_t window = 0;
+            if (!r.value(window)) return std::nullopt;
+            facts.sliding_window = window > 0;
         } else if (!skip_value(r, type, file_size)) {
             return std::nullopt;
         }
@@ -137,7 +141,7 @@ std::optional<model_facts> model_content_facts(const std::filesystem::path& file
     if (!h || XXH3_128bits_reset(h.get()) != XXH_OK) return std::nullopt;
     hashing_reader r(in, h.get());
     model_facts out;
-    const auto data = read_front(r, size, out.architecture);
+    const auto data = read_front(r, size, out);
     if (!data) return std::nullopt;
     const std::uint64_t data_size = size - *data;
     XXH3_128bits_update(h.get(), &data_size, sizeof data_size);

@@ -26,6 +26,7 @@ namespace warmslot::cache {
 struct model_facts {
     std::string id;            // "gguf:" and 32 hex digits (XXH3-128)
     std::string architecture;  // general.architecture ("llama", "qwen35", ...), "" when absent
+    bool sliding_window = false;  // <arch>.attention.sliding_window set above 0 (gemma-2/3 style)
 
     bool operator==(const model_facts&) const = default;
 };

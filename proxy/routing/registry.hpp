@@ -50,6 +50,7 @@ struct backend_info {
     std::vector<std::string> models; // ids from /v1/models and the alias
     std::string architecture;        // general.architecture of the model file, "" when out of
                                      // sight (warmslot cannot read the file)
+    bool sliding_window = false;     // the file says its attention has a sliding window
     std::string identity;            // what slot files must match to load here (model file,
                                      // its size and time when visible, build, slots, context,
                                      // adapters, KV flags: routing/observations.hpp)

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/timings.hpp"
+#include "routing/observations.hpp"
 #include "service/disk_prefix.hpp"
 #include "upstream/llama_client.hpp"
 #include "util/log.hpp"
@@ -244,6 +245,15 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
 
 void disk_tier::check(int backend, const disk_action& a, const std::optional<api::prompt_stats>& s) {
     if (s && a.what == disk_action::kind::none && a.kept_prefix_tokens > 0) {
+        // A full-attention model without a sliding window cuts its KV anywhere: what it
+        // recomputed of P was not a rollback's cost but a slot that did not hold P (a restart
+        // between two checks, outside traffic). Learned, it would make every later rollback
+        // there a restore.
+        const auto info = reg_.info(backend);
+        if (info && !info->architecture.empty() && !info->sliding_window &&
+            !routing::rolls_back_to_checkpoints_only(info->architecture)) {
+            return;
+        }
         const auto cached = static_cast<std::uint64_t>(std::max(0L, s->cached));
         const auto processed = static_cast<std::uint64_t>(std::max(0L, s->processed));
         std::lock_guard lock(mu_);

@@ -183,8 +183,9 @@ awaitable<bool> monitor::look(std::size_t i) {
         co_return false;
     }
     auto info = reading->info;
-    const auto [stamp, architecture] = co_await model_stamp(info.model_path);
-    info.architecture = architecture;
+    const auto [stamp, facts] = co_await model_stamp(info.model_path);
+    info.architecture = facts.architecture;
+    info.sliding_window = facts.sliding_window;
     const std::string flags = b.supervised() ? routing::kv_flags(b.command) : "";
     const std::string env = backend_kv_env(b);
     const std::string base = routing::identity_of(info, stamp, flags, env);
@@ -273,16 +274,16 @@ awaitable<void> monitor::read_identity(const config::backend& b, std::size_t i,
 
 // The model's content identity when warmslot can read its file (the same model on every host
 // and path has the same keys), else its size and time, else "?" (routing::identity_of).
-awaitable<std::pair<std::string, std::string>> monitor::model_stamp(std::string path) {
-    if (path.empty()) co_return std::pair<std::string, std::string>{"?", ""};
+awaitable<std::pair<std::string, cache::model_facts>> monitor::model_stamp(std::string path) {
+    if (path.empty()) co_return std::pair<std::string, cache::model_facts>{"?", {}};
     const auto facts = co_await net::co_spawn(
         hasher_.get_executor(),
         [this, path]() -> awaitable<std::optional<cache::model_facts>> {
             co_return model_ids_.get(path);
         },
         net::use_awaitable);
-    if (facts) co_return std::pair{facts->id, facts->architecture};
-    co_return std::pair<std::string, std::string>{model_file_stamp(path), ""};
+    if (facts) co_return std::pair{facts->id, *facts};
+    co_return std::pair<std::string, cache::model_facts>{model_file_stamp(path), {}};
 }
 
 awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(config::backend b) {

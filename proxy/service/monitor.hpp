@@ -64,8 +64,9 @@ private:
     awaitable<std::optional<bool>> probe_stable_slots(config::backend b, std::size_t backend,
                                                       int total_slots);
     awaitable<std::optional<std::vector<routing::observed_slot>>> read_slots(config::backend b);
-    // The model's stamp for routing::identity_of, and its architecture ("" when unread).
-    awaitable<std::pair<std::string, std::string>> model_stamp(std::string path);
+    // The model's stamp for routing::identity_of, and what its file says of its architecture
+    // (empty when unread).
+    awaitable<std::pair<std::string, cache::model_facts>> model_stamp(std::string path);
     void unreadable(const config::backend& b, watch_state& st, const char* what);
     void start_watches();  // on ex_
 

@@ -88,6 +88,7 @@ TEST_CASE("model_content_id: the same content anywhere is the same model") {
     // Another architecture string, another tensor size, other weights: other models.
     CHECK(model_content_id(write(dir / "arch.gguf", model("qwen35", 300000, 1.0f))) != id);
     CHECK(model_content_facts(dir / "arch.gguf")->architecture == "qwen35");
+    CHECK_FALSE(model_content_facts(dir / "arch.gguf")->sliding_window);
     CHECK(model_content_id(write(dir / "size.gguf", model("llama", 300001, 1.0f))) != id);
     CHECK(model_content_id(write(dir / "weights.gguf", model("llama", 300000, 2.0f))) != id);
     auto last = bytes;  // the last data byte is always sampled
@@ -125,5 +126,28 @@ TEST_CASE("model_ids: computed once per path, size and time; read again when the
     CHECK(second != first);
     CHECK(second->id == model_content_id(p));
     CHECK(second->architecture == "llama");
+    fs::remove_all(dir);
+}
+
+TEST_CASE("model_content_facts: a sliding window in the metadata is read") {
+    const fs::path dir = fs::temp_directory_path() /
+                         ("warmslot-model-swa-" + std::to_string(std::random_device{}()));
+    fs::create_directories(dir);
+    gguf_writer w;
+    w.out = {'G', 'G', 'U', 'F'};
+    w.put<std::uint32_t>(3);
+    w.put<std::uint64_t>(0);  // tensors
+    w.put<std::uint64_t>(2);  // key-value pairs
+    w.str("general.architecture");
+    w.put<std::uint32_t>(8);
+    w.str("gemma2");
+    w.str("gemma2.attention.sliding_window");
+    w.put<std::uint32_t>(4);
+    w.put<std::uint32_t>(4096);
+    while (w.out.size() % 32 != 0) w.out.push_back(0);  // no tensor data after the aligned end
+    const auto facts = model_content_facts(write(dir / "swa.gguf", w.out));
+    REQUIRE(facts);
+    CHECK(facts->architecture == "gemma2");
+    CHECK(facts->sliding_window);
     fs::remove_all(dir);
 }
