@@ -6,6 +6,7 @@
 // vocabulary (one token per UTF-8 byte, so any text round-trips exactly) plus the ChatML
 // control tokens, and a ChatML chat template. llama.cpp itself creates the tensors from the
 // metadata (llama_model_init_from_user), so the shapes always match the linked llama.cpp.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -127,41 +128,114 @@ void add_hparams(gguf_context* g, const std::string& arch, const shape& s) {
     }
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// How the weights are drawn. The answer must depend on the prompt (a test that compares answers
+// proves nothing otherwise) and must not depend on how the prompt was split into batches: the
+// CPU flash-attention kernels accumulate in f16 for one query and in f32 for a tile of queries,
+// so the same request computed from scratch and on a warm slot differs by rounding.
+//   - Norms, scales and rope factors are 1, biases 0, matrices N(0, gain / sqrt(fan_in)): every
+//     layer's output is about as large as its input, so the context reaches the logits.
+//   - Attention queries and keys have gain 6 (on qwen35's query and key norms): scores of std
+//     about 36, so each head reads about one key, chosen by content and position. That makes the
+//     answer depend on the document, and it leaves the f16 accumulation almost nothing to round:
+//     the logits of a warm slot and of a from-scratch run differ by about 1e-4, far below the gap
+//     between the best two tokens.
+//   - Values and attention outputs have gain 3 so that what a head reads outweighs the current
+//     token's own embedding.
+struct tuning {
+    double qk_gain = 6, vo_gain = 3;
+    double embd_std = 1, embd_const = 1, non_ascii = 100;  // dimension 0, see steer_to_ascii
+    double post_norm = 1;                                   // gemma2's norms after each block
+    bool tied_output = false;                               // gemma2 reads token_embd as output
+    bool qk_norm = false;  // qwen35 normalises queries and keys: the gain goes on the norms
+};
+
+tuning arch_tuning(const std::string& arch) {
+    tuning t;
+    if (arch == "qwen35") t.qk_norm = true;
+    if (arch == "gemma2") {
+        // gemma2 scales embeddings by sqrt(n_embd) and reads its output through them: small
+        // embeddings, and larger block outputs, or every token would predict itself.
+        t.embd_std = 0.02;
+        t.embd_const = 0.02;
+        t.non_ascii = 50;
+        t.post_norm = 3;
+        t.tied_output = true;
+    }
+    return t;
+}
+
+struct init {
+    double constant;  // every element, when std is 0
+    double std;
+};
+
+init tensor_init(const tuning& k, const std::string& name, size_t fan_in) {
+    const double g = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    if (ends_with(name, ".scale") || ends_with(name, ".input_scale") || name == "rope_freqs.weight") return {1, 0};
+    if (has(name, "attn_q_norm") || has(name, "attn_k_norm")) return {k.qk_gain, 0};
+    if (has(name, "post_attention_norm") || has(name, "post_ffw_norm")) return {k.post_norm, 0};
+    if (has(name, "norm.weight")) return {1, 0};
+    if (has(name, "ssm_dt")) return {-2, 0};   // softplus(-2 + alpha): a slow decay
+    if (has(name, "ssm_a")) return {-0.1, 0};  // negative: the recurrent state decays, never grows
+    if (ends_with(name, ".bias")) return {0, 0};
+    if (name == "token_embd.weight") return {0, k.embd_std};
+    if (has(name, "attn_q.") || has(name, "attn_k.")) return {0, (k.qk_norm ? 1 : k.qk_gain) * g};
+    if (has(name, "attn_v.") || has(name, "attn_output.") || has(name, "attn_qkv.")) return {0, k.vo_gain * g};
+    return {0, g};
+}
+
 // Random weights emit random bytes, and a reply cut inside a UTF-8 sequence makes the server's
-// chat parser fail. Dimension 0 of every token embedding is made large and positive, and the
-// output layer reads it with +1 for printable ASCII and -1 for every other token, so greedy
-// decoding writes plain ASCII text and never ends early on a control token.
-void steer_to_ascii(const std::string& name, size_t n_embd, std::vector<float>& v) {
-    const size_t rows = v.size() / n_embd;
+// chat parser fail. Dimension 0 of the residual stream is a constant: every token embedding has
+// it and no layer writes to it (row 0 of every matrix that adds to the residual is zero). The
+// output layer ignores it for printable ASCII and reads it with a large negative weight for every
+// other token, so greedy decoding writes plain ASCII text and never ends on a control token,
+// while the choice among printable characters is left to the rest of the network. A tied output
+// (gemma2) reads the embedding itself, so there the other tokens' embeddings carry the negative
+// weight; a prompt that ends in ASCII (every chat prompt does) still gets an ASCII answer.
+void steer_to_ascii(const tuning& k, const std::string& name, size_t n_in, std::vector<float>& v) {
+    const size_t rows = v.size() / n_in;
+    const auto ascii = [](size_t r) { return (r >= 32 && r < 127) || r == '\n'; };
     if (name == "token_embd.weight") {
-        for (size_t r = 0; r < rows; ++r) v[r * n_embd] = 1.0f;
-    } else if (name == "output.weight") {
         for (size_t r = 0; r < rows; ++r) {
-            const bool printable = (r >= 32 && r < 127) || r == '\n';
-            v[r * n_embd] = printable ? 1.0f : -1.0f;
+            const bool negative = k.tied_output && !ascii(r);
+            v[r * n_in] = static_cast<float>(negative ? -k.non_ascii : k.embd_const);
         }
-    } else if (name == "output_norm.weight") {
-        v[0] = 1.0f;
+    } else if (name == "output.weight") {
+        for (size_t r = 0; r < rows; ++r) v[r * n_in] = ascii(r) ? 0.0f : static_cast<float>(-k.non_ascii);
+    } else if (has(name, "attn_output.weight") || has(name, "ffn_down.weight") || has(name, "ssm_out.weight")) {
+        for (size_t i = 0; i < n_in; ++i) v[i] = 0.0f;
     }
 }
 
+struct gen_args {
+    uint64_t seed;
+    tuning k;
+};
+
 void set_random(ggml_tensor* t, void* userdata) {
-    const uint64_t seed = *static_cast<const uint64_t*>(userdata);
+    const auto& a = *static_cast<const gen_args*>(userdata);
     // Seed per tensor from its name so the result does not depend on creation order.
-    uint64_t h = 1469598103934665603ull ^ seed;
+    uint64_t h = 1469598103934665603ull ^ a.seed;
     for (const char* p = t->name; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
     std::mt19937_64 gen(h);
-    std::normal_distribution<float> dist(0.0f, 0.02f);
     const auto n = static_cast<size_t>(ggml_nelements(t));
+    const auto fan_in = static_cast<size_t>(t->ne[0]);
+    const init how = tensor_init(a.k, t->name, fan_in);
+    std::normal_distribution<double> dist(0.0, how.std > 0 ? how.std : 1.0);
+    std::vector<float> v(n);
+    for (auto& x : v) x = static_cast<float>(how.std > 0 ? dist(gen) : how.constant);
+    steer_to_ascii(a.k, t->name, fan_in, v);
     if (t->type == GGML_TYPE_F32) {
-        std::vector<float> v(n);
-        for (auto& x : v) x = dist(gen);
-        steer_to_ascii(t->name, static_cast<size_t>(t->ne[0]), v);
         ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
     } else if (t->type == GGML_TYPE_F16) {
-        std::vector<ggml_fp16_t> v(n);
-        for (auto& x : v) x = ggml_fp32_to_fp16(dist(gen));
-        ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
+        std::vector<ggml_fp16_t> h16(n);
+        for (size_t i = 0; i < n; ++i) h16[i] = ggml_fp32_to_fp16(v[i]);
+        ggml_backend_tensor_set(t, h16.data(), 0, ggml_nbytes(t));
     } else {
         throw std::runtime_error(std::string("unexpected tensor type for ") + t->name);
     }
@@ -206,8 +280,9 @@ int run(int argc, char** argv) {
     gguf_context* meta = gguf_init_empty();
     add_hparams(meta, arch, preset_shape(preset));
     add_tokenizer(meta);
+    gen_args args{seed, arch_tuning(arch)};
     llama_model_params mp = llama_model_default_params();
-    llama_model* model = llama_model_init_from_user(meta, set_random, &seed, mp);
+    llama_model* model = llama_model_init_from_user(meta, set_random, &args, mp);
     if (!model) throw std::runtime_error("llama.cpp refused the model metadata");
     const std::string tmp = out + ".tmp";
     llama_model_save_to_file(model, tmp.c_str());

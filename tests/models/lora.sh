@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 arch=${1:?usage: lora.sh ARCH [PRESET] [SEED]}
 preset=${2:-tiny}
 seed=${3:-1}
-lora_version=1   # bump when gen-lora.cpp changes what it writes
+lora_version=2   # bump when gen-lora.cpp changes what it writes
 
 model=$("$here/models.sh" "$arch" "$preset")
 cache="${WARMSLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmslot}"

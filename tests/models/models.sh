@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 arch=${1:?usage: models.sh ARCH [PRESET] [SEED]}
 preset=${2:-tiny}
 seed=${3:-1}
-gen_version=2   # bump when gen-model.cpp changes what it writes
+gen_version=3   # bump when gen-model.cpp changes what it writes
 
 cache="${WARMSLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmslot}"
 llama_dir="$cache/llama-node-llama-cpp-3.21.1"
