@@ -1,0 +1,71 @@
+// Every cache path is judged by its answer: the generated models answer according to their
+// prompt (models.test.mjs), so a request answered through warmslot must give the text that a
+// llama-server computing it from scratch gives. A slot that held another document, a restore of
+// the wrong file or a state kept from another request would answer otherwise.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { answerBody, ask, assertSameAnswer, referenceAnswer } from './lib/answers.mjs';
+import { getJson, postJson, restartLlama, startLlama } from './lib/llama.mjs';
+import { waitFor } from './lib/procs.mjs';
+import { startWarmslot } from './lib/warmslot.mjs';
+import { diskSettings } from './lib/ask.mjs';
+import { makeDocument } from './lib/text.mjs';
+
+const messagesBody = (doc, q) => ({ model: 'm', system: doc, max_tokens: 16, temperature: 0, seed: 42,
+  messages: [{ role: 'user', content: q }] });
+const responsesBody = (doc, q) => ({ model: 'm', instructions: doc, input: q, max_output_tokens: 16,
+  temperature: 0, seed: 42 });
+
+async function askVia(url, path, body) {
+  const r = await postJson(`${url}${path}`, body);
+  assert.equal(r.status, 200, `${path}: ${JSON.stringify(r.body).slice(0, 300)}`);
+  const text = path === '/v1/messages'
+    ? r.body.content.filter((b) => b.type === 'text').map((b) => b.text).join('')
+    : r.body.output.flatMap((o) => o.content ?? []).map((c) => c.text ?? '').join('');
+  return { text, route: r.headers.get('x-warmslot-route') ?? '', disk: r.headers.get('x-warmslot-disk') ?? '',
+    processed: -1, cached: -1 };
+}
+
+for (const arch of ['llama', 'qwen35']) {
+  test(`${arch}: every cache path answers what llama-server answers from scratch`, { timeout: 600000 }, async () => {
+    let llama = await startLlama({ arch, slots: 2, ctx: 8192 });
+    const ref = await startLlama({ arch, slots: 2, ctx: 8192 });
+    const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+      extra: diskSettings });
+    try {
+      await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+      const docs = [1, 2, 3].map((i) => makeDocument(5200 + i, 2500));
+      const q1 = 'What does the document say about the harbour?';
+      const q2 = 'And about the orchard?';
+      const check = async (doc, q, what) => {
+        const body = answerBody(doc, q);
+        assertSameAnswer(await ask(ws.url, body), await referenceAnswer(ref, body), what);
+      };
+      await check(docs[0], q1, 'first request (miss)');
+      await check(docs[0], q1, 'slot hit, same request');
+      await check(docs[0], q2, 'slot hit, other question (rollback on a hybrid)');
+      await check(docs[0], q1, 'back to the first question');
+      await check(docs[1], q1, 'second document');
+      await check(docs[2], q1, 'third document on two slots (evicts one)');
+      await check(docs[0], q2, 'first document again (restored after eviction or still held)');
+      llama = await restartLlama(llama);
+      await waitFor('warmslot to notice the restart', async () =>
+        /warmslot_belief_corrections_total [1-9]/.test(await (await fetch(`${ws.url}/metrics`)).text()), 30000);
+      const restored = await ask(ws.url, answerBody(docs[1], q2));
+      assert.match(restored.disk, /restored/, 'the document came back from its file');
+      assertSameAnswer(restored, await referenceAnswer(ref, answerBody(docs[1], q2)), 'after a llama-server restart');
+      for (const [path, make] of [['/v1/messages', messagesBody], ['/v1/responses', responsesBody]]) {
+        for (const q of [q1, q2]) {
+          await postJson(`${ref.url}/slots/0?action=erase`, {});
+          await postJson(`${ref.url}/slots/1?action=erase`, {});
+          const want = (await askVia(ref.url, path, make(docs[2], q))).text;
+          assertSameAnswer(await askVia(ws.url, path, make(docs[2], q)), want, `${path} ${q}`);
+        }
+      }
+    } finally {
+      await ws.stop();
+      await ref.stop();
+      await llama.stop();
+    }
+  });
+}
