@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { answerBody, ask, assertSameAnswer, referenceAnswer } from './lib/answers.mjs';
 import { getJson, postJson, restartLlama, startLlama } from './lib/llama.mjs';
-import { waitFor } from './lib/procs.mjs';
+import { runScript, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { diskSettings } from './lib/ask.mjs';
 import { makeDocument } from './lib/text.mjs';
@@ -62,6 +62,42 @@ for (const arch of ['llama', 'qwen35']) {
           assertSameAnswer(await askVia(ws.url, path, make(docs[2], q)), want, `${path} ${q}`);
         }
       }
+    } finally {
+      await ws.stop();
+      await ref.stop();
+      await llama.stop();
+    }
+  });
+}
+
+// A request's adapter changes what the model computes: the state of a slot computed with it must
+// not answer a request without it, nor the other way round.
+for (const arch of ['llama', 'qwen35']) {
+  test(`${arch}: LoRA and base requests alternating answer as from scratch`, { timeout: 600000 }, async () => {
+    const extra = ['--lora', runScript('tests/models/lora.sh', [arch]), '--lora-init-without-apply'];
+    const llama = await startLlama({ arch, slots: 2, ctx: 8192, extra });
+    const ref = await startLlama({ arch, slots: 2, ctx: 8192, extra });
+    const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+      extra: diskSettings });
+    try {
+      await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+      const doc = makeDocument(5300, 2500);
+      // A request without `lora` runs with the adapter at its loaded scale (1) even under
+      // --lora-init-without-apply (measured): the base model is asked for with scale 0.
+      const lora = { lora: [{ id: 0, scale: 1 }] };
+      const base = { lora: [{ id: 0, scale: 0 }] };
+      const q1 = 'What does the document say about the harbour?';
+      const q2 = 'And about the orchard?';
+      const cases = [['base', q1, base], ['lora', q1, lora], ['base', q1, base], ['lora', q2, lora],
+        ['base', q2, base], ['lora', q2, lora], ['none', q2, {}]];
+      const seen = {};
+      for (const [i, [name, q, x]] of cases.entries()) {
+        const body = answerBody(doc, q, x);
+        const want = await referenceAnswer(ref, body);
+        seen[`${name} ${q}`] = want;
+        assertSameAnswer(await ask(ws.url, body), want, `request ${i}: ${name}, ${q}`);
+      }
+      assert.notEqual(seen[`lora ${q1}`], seen[`base ${q1}`], `the adapter changes the answer: ${JSON.stringify(seen)}`);
     } finally {
       await ws.stop();
       await ref.stop();
