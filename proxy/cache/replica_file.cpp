@@ -1,51 +1,25 @@
 #include "cache/replica_file.hpp"
 
-#include <atomic>
-#include <fstream>
 #include <system_error>
 #include <vector>
 
+#include "cache/safe_file.hpp"
 #include "cache/slot_file.hpp"
 
 namespace warmslot::cache {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr std::size_t chunk_bytes = 1 << 20;  // one read and write of a copy
 
-// "ws-<key>-[<tag>-]<n>.bin.tmp" next to "ws-<key>.bin": unique per attempt (and per writer
-// with a tag), so two requests bringing the same file never write into each other's, and a
-// leftover matches what index open() deletes.
+// "ws-<key>-[<tag>-]<random>.bin.tmp" next to "ws-<key>.bin": unique per attempt (and per
+// writer with a tag), so two requests bringing the same file never write into each other's, a
+// user of a shared directory cannot plant a link under the name in advance (and the file is
+// created with O_EXCL, so a planted one fails the copy), and a leftover matches what index
+// open() deletes.
 fs::path temporary_for(const fs::path& target, const std::string& tag) {
-    static std::atomic<std::uint64_t> next{0};
-    const auto n = next.fetch_add(1, std::memory_order_relaxed);
     const auto middle = tag.empty() ? std::string() : tag + "-";
     return target.parent_path() /
-           (target.stem().string() + "-" + middle + std::to_string(n) + ".bin.tmp");
-}
-
-// Copies `from` into `to` chunk by chunk; false when it fails, is not `bytes` long or the
-// deadline passes (then `late` is set).
-bool copy_until(const fs::path& from, const fs::path& to, std::uint64_t bytes,
-                std::chrono::steady_clock::time_point deadline, bool& late) {
-    std::ifstream in(from, std::ios::binary);
-    std::ofstream out(to, std::ios::binary | std::ios::trunc);
-    if (!in || !out) return false;
-    std::vector<char> buf(chunk_bytes);
-    std::uint64_t copied = 0;
-    while (in) {
-        if (std::chrono::steady_clock::now() >= deadline) {
-            late = true;
-            return false;
-        }
-        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        const auto got = in.gcount();
-        if (got <= 0) break;
-        copied += static_cast<std::uint64_t>(got);
-        if (copied > bytes || !out.write(buf.data(), got)) return false;
-    }
-    out.close();
-    return !in.bad() && !out.fail() && copied == bytes;
+           (target.stem().string() + "-" + middle + random_name_part() + ".bin.tmp");
 }
 
 }  // namespace
@@ -92,7 +66,7 @@ bring_result copy_into(const bring_request& r, const fs::path& tmp) {
     if (!copy_allowed(r.bytes, ec ? std::nullopt : std::optional(space.available)))
         return bring_result::no_room;
     bool late = false;
-    if (copy_until(r.source, tmp, r.bytes, r.deadline, late)) return bring_result::copied;
+    if (copy_regular(r.source, tmp, r.bytes, r.deadline, late)) return bring_result::copied;
     fs::remove(tmp, ec);
     if (late) return bring_result::too_slow;
     // A source that vanished or changed under the copy is a miss, not a broken target.

@@ -2,12 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include <atomic>
-#include <fstream>
 #include <map>
 #include <system_error>
 
 #include "cache/index.hpp"
+#include "cache/safe_file.hpp"
 #include "cache/slot_file.hpp"
 #include "cache/tenant_budget.hpp"
 
@@ -30,34 +29,22 @@ std::string key_of(std::string_view name, std::string_view suffix) {
     }
 }
 
+// A manifest's text: a regular file (never a link or a FIFO, judged on the open descriptor) of
+// at most max_manifest_bytes.
 std::optional<std::string> read_small(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return std::nullopt;
-    std::string text(max_manifest_bytes + 1, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    if (in.bad()) return std::nullopt;
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    return text;
+    return read_regular(file, max_manifest_bytes);
 }
 
+// A part of a name other users of the directory cannot guess.
 std::string unique_suffix(const std::string& tag) {
-    static std::atomic<std::uint64_t> next{0};
-    return tag + "-" + std::to_string(next.fetch_add(1, std::memory_order_relaxed));
+    return tag + "-" + random_name_part();
 }
 
-// Writes the manifest under a temporary name and renames it into place.
+// Writes the manifest under a new temporary name (O_EXCL: nothing planted there is followed)
+// and renames it into place.
 bool write_manifest(const fs::path& root, const shared_entry& e, const std::string& tag) {
     const auto tmp = root / ("ws-" + e.key + "-" + unique_suffix(tag) + ".json.tmp");
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        out << manifest_text(e);
-        out.close();
-        if (out.fail()) {
-            std::error_code ec;
-            fs::remove(tmp, ec);
-            return false;
-        }
-    }
+    if (!write_new(tmp, manifest_text(e))) return false;
     std::error_code ec;
     fs::rename(tmp, root / manifest_name_for(e.key), ec);
     if (ec) fs::remove(tmp, ec);

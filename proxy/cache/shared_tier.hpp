@@ -4,8 +4,10 @@
 //
 // The directory needs no database and no server: each prefix is two files named by its key,
 // "ws-<key>.bin" (the slot file as llama-server saved it) and "ws-<key>.json" (its manifest:
-// identity, key, tokens, bytes, value). Every write goes to a hidden temporary name first and is
-// renamed into place when complete, the slot file before its manifest, so a reader that finds a
+// identity, key, tokens, bytes, value). Every write goes to a new file under a random temporary
+// name first (created O_EXCL, never through a link: cache/safe_file.hpp) and is renamed into
+// place when complete, the slot file before its manifest, and only regular files are read (a
+// FIFO or link planted under a name is a miss, never a stalled thread), so a reader that finds a
 // manifest finds a complete file, and several warmslots may publish and read at once. Eviction
 // (least value per byte) is done by whichever warmslot finds the directory over its budget, one
 // at a time (a lock directory, taken over when stale); an evictor claims a manifest by renaming

@@ -1,9 +1,9 @@
 #include "cache/slot_file.hpp"
 
 #include <array>
-#include <fstream>
 #include <string_view>
-#include <system_error>
+
+#include "cache/safe_file.hpp"
 
 namespace warmslot::cache {
 namespace {
@@ -22,12 +22,12 @@ std::uint32_t le32(const std::array<unsigned char, header_bytes>& b, std::size_t
 }  // namespace
 
 file_state check_slot_file(const std::filesystem::path& file, std::uint64_t saved_bytes) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(file, ec);
-    if (ec || size != saved_bytes || size < header_bytes) return file_state::damaged;
-    std::ifstream in(file, std::ios::binary);
+    // Judged on what the open descriptor is: a link or FIFO planted under the name is damaged.
+    const auto read = read_head(file, header_bytes);
+    if (!read || read->size != saved_bytes) return file_state::damaged;
+    const std::uint64_t size = read->size;
     std::array<unsigned char, header_bytes> head{};
-    if (!in.read(reinterpret_cast<char*>(head.data()), head.size())) return file_state::damaged;
+    for (std::size_t i = 0; i < header_bytes; ++i) head[i] = static_cast<unsigned char>(read->bytes[i]);
     if (le32(head, 0) != state_seq_magic) return file_state::damaged;
     const std::uint64_t tokens = le32(head, 8);
     return header_bytes + 4 * tokens <= size ? file_state::intact : file_state::damaged;
