@@ -31,6 +31,18 @@ std::shared_ptr<spdlog::logger> log() {
     return logger;
 }
 
+// One request in flight while it lives.
+class in_flight {
+public:
+    explicit in_flight(std::atomic<std::size_t>& n) : n_(n) { ++n_; }
+    ~in_flight() { --n_; }
+    in_flight(const in_flight&) = delete;
+    in_flight& operator=(const in_flight&) = delete;
+
+private:
+    std::atomic<std::size_t>& n_;
+};
+
 std::shared_ptr<spdlog::logger> access_log() {
     static auto logger = util::module_logger("access");
     return logger;
@@ -451,9 +463,12 @@ awaitable<server::ending> server::serve_one(timed_stream& stream, beast::flat_bu
     ex.body_skipped = !read;
     ex.keep_alive = read && ex.request.keep_alive() && !stopping_;
     ex.worker = worker;
-    ++active_requests_;
-    co_await handler_(ex);
-    --active_requests_;
+    {
+        // Counted for the drain until the handler ends, however it ends: an exception that
+        // leaves it must not leave a request in flight forever (the drain would wait for it).
+        const in_flight counted(active_requests_);
+        co_await handler_(ex);
+    }
     if (ex.body_skipped) co_return ending::linger;
     co_return ex.keep_alive && !stopping_ ? ending::keep : ending::close;
 }
