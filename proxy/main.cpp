@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
         if (argc == 3 && cmd == "check-config") {
             const auto cfg = warmslot::config::load_file(argv[2]);
             std::printf("%s: ok (%zu backends)\n", argv[2], cfg.backends.size());
+            for (const auto& line : warmslot::config::describe_keys(cfg))
+                std::printf("  %s\n", line.c_str());
             return 0;
         }
         if (argc == 3 && cmd == "--config") {

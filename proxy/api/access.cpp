@@ -51,7 +51,6 @@ bool permits(config::key_role role, const endpoint& ep, std::string_view path) n
 
 bool json_content_type(std::string_view value) noexcept {
     auto type = trim(value.substr(0, value.find(';')));
-    if (type.empty()) return value.empty();
     constexpr std::string_view app = "application/";
     if (type.size() <= app.size() || !iequals(type.substr(0, app.size()), app)) return false;
     const auto sub = type.substr(app.size());
@@ -76,13 +75,42 @@ bool loopback_host(std::string_view host) noexcept {
     return iequals(h, "localhost") || h == "::1" || h.starts_with("127.");
 }
 
+bool address_literal(std::string_view host) noexcept {
+    if (host.empty()) return false;
+    if (host.find(':') != std::string_view::npos) {  // IPv6 (host_name took off the brackets)
+        for (const char c : host) {
+            const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+                             (c >= 'A' && c <= 'F');
+            if (!hex && c != ':' && c != '.') return false;
+        }
+        return true;
+    }
+    int parts = 0;
+    std::size_t digits = 0;
+    for (const char c : host) {
+        if (c == '.') {
+            if (digits == 0) return false;
+            ++parts;
+            digits = 0;
+        } else if (c >= '0' && c <= '9' && ++digits <= 3) {
+            continue;
+        } else {
+            return false;
+        }
+    }
+    return digits > 0 && parts == 3;
+}
+
 bool host_allowed(std::string_view header, const std::vector<std::string>& allowed, bool set,
                   std::string_view listen_host) noexcept {
-    if (header.empty()) return true;  // HTTP/1.0 without Host: no browser sends that
     const auto name = host_name(header);
+    if (name.empty()) return false;
     if (!set) {
-        if (!loopback_host(listen_host)) return true;
-        return iequals(name, "localhost") || name == "::1" || name == "127.0.0.1";
+        if (iequals(name, "localhost")) return true;
+        const auto listen = host_name(listen_host);
+        if (!loopback_host(listen_host)) return address_literal(name);
+        // A loopback listener: the address it listens on ("localhost" listens on 127.0.0.1).
+        return iequals(name, iequals(listen, "localhost") ? "127.0.0.1" : listen);
     }
     for (const auto& a : allowed) {
         if (a == "*" || iequals(host_name(a), name)) return true;
@@ -96,6 +124,19 @@ bool origin_allowed(std::string_view origin, const std::vector<std::string>& ori
         if (iequals(o, origin)) return true;
     }
     return false;
+}
+
+bool cross_site(const request_site& r, const std::vector<std::string>& cors_origins) noexcept {
+    if (r.safe_method && iequals(r.fetch_mode, "navigate")) return false;
+    if (r.origin.empty()) return iequals(trim(r.fetch_site), "cross-site");
+    if (origin_allowed(r.origin, cors_origins)) return false;
+    const auto origin = trim(r.origin);
+    const auto scheme_end = origin.find("://");
+    if (scheme_end == std::string_view::npos) return true;  // "null", or not an origin at all
+    const auto scheme = origin.substr(0, scheme_end);
+    if (!iequals(scheme, "http") && !iequals(scheme, "https")) return true;
+    const auto host = trim(r.host);
+    return host.empty() || !iequals(origin.substr(scheme_end + 3), host);
 }
 
 }  // namespace warmslot::api

@@ -42,9 +42,11 @@ void reader::read_api_keys(const entry& e, config& c) const {
     }
 }
 
-// {key: ..., role: client|observer|admin, tenant: name}; role and tenant are optional.
+// {key: ..., role: client|observer|admin, tenant: name}; role and tenant are optional. Without
+// a role the key is a client: a map is written to limit a key, so it never grants the most.
 key_grant reader::read_key_grant(const entry& e, std::string& key) const {
     key_grant out;
+    out.role = key_role::client;
     bool have_key = false;
     read_map(e, {{"key",
                   [&](const entry& v) {
@@ -157,6 +159,20 @@ http_settings reader::read_http(const entry& e) const {
 }  // namespace warmslot::config::detail
 
 namespace warmslot::config {
+
+std::vector<std::string> describe_keys(const config& c) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < c.api_keys.size(); ++i) {
+        const key_grant g = i < c.key_grants.size() ? c.key_grants[i] : key_grant{};
+        const char* role = g.role == key_role::client     ? "client"
+                           : g.role == key_role::observer ? "observer"
+                                                          : "admin";
+        out.push_back("api_keys[" + std::to_string(i) + "]: " + role + " of " +
+                      (g.tenant.empty() ? std::string("the default tenant")
+                                        : "tenant " + g.tenant));
+    }
+    return out;
+}
 
 std::optional<std::uint64_t> cache_settings::max_disk_of(std::string_view tenant) const {
     const std::pair<std::string, std::uint64_t>* others = nullptr;

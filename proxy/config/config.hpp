@@ -200,7 +200,8 @@ enum class key_role {
 };
 
 // Who holds a key: its role and the tenant whose rewrite memory, previews and request list it
-// shares. Keys without a tenant share the default tenant ("").
+// shares. Keys without a tenant share the default tenant (""). A plain key (a string) is an
+// admin; a map without `role` is a client (config/access.cpp).
 struct key_grant {
     key_role role = key_role::admin;
     std::string tenant;
@@ -274,5 +275,9 @@ config parse(std::string_view yaml_text, std::string_view source, const env_look
 
 // Reads the file and parses it. Throws config_error (also for an unreadable file).
 config load_file(const std::string& path, const env_lookup& env = process_env());
+
+// One line per api_keys entry, as `warmslot check-config` prints them: its path, role and
+// tenant ("api_keys[1]: client of tenant team-a"), never the key.
+std::vector<std::string> describe_keys(const config& c);
 
 }  // namespace warmslot::config

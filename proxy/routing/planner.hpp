@@ -27,6 +27,8 @@ struct slot_view {
     clock::time_point busy_until{};    // expected end of the running request, when busy
     bool scratch = false;              // reserved for short one-off requests (see is_scratch)
     std::uint64_t session = 0;         // session hint of the request it last ran (0 = none)
+    std::string owner;                 // tenant whose request brought what it holds ("": the
+                                       // default tenant); what a tenant-scoped view shows
 };
 
 struct backend_view {

@@ -72,21 +72,22 @@ slot_view* registry::slot_of(backend_state& b, int id) {
     return &b.view.slots[static_cast<std::size_t>(id)];
 }
 
-plan registry::preview(const fingerprint* fp, std::string_view model,
-                       clock::time_point now) const {
+plan registry::preview(const fingerprint* fp, std::string_view model, clock::time_point now,
+                       const std::string* tenant) const {
     std::lock_guard lock(mu_);
-    return plan_locked(fp, model, now, true);
+    return plan_locked(fp, model, now, true, all_backends, tenant);
 }
 
 ticket registry::reserve(const fingerprint* fp, std::string_view model,
                          std::uint64_t request_bytes, clock::time_point now, bool allow_wait,
-                         std::size_t backends, bool takes_slot) {
+                         std::size_t backends, bool takes_slot, std::string_view tenant) {
     std::lock_guard lock(mu_);
     ticket t;
     t.p = plan_locked(fp, model, now, allow_wait, backends);
     t.id = next_ticket_++;
     t.request_bytes = request_bytes;
     t.takes_slot = takes_slot;
+    t.tenant = tenant;
     if (t.p.backend < 0) return t;
     t = reserve_locked(std::move(t), now);
     if (fp && t.p.slot && t.p.why != route::wait_hit) {
@@ -97,7 +98,8 @@ ticket registry::reserve(const fingerprint* fp, std::string_view model,
 }
 
 plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
-                           bool allow_wait, std::size_t backends) const {
+                           bool allow_wait, std::size_t backends,
+                           const std::string* tenant) const {
     // Copy-assigned into the same vector every time: the slots' and levels' buffers are reused.
     auto& views = views_;
     views.resize(backends_.size());
@@ -122,6 +124,12 @@ plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock:
         for (auto& slot : views[i].slots) {
             slot.busy = slot.busy || unknown;
             if (slot.busy) slot.busy_until = std::max(slot.busy_until, now + min_wait);
+            if (tenant && slot.owner != *tenant) {  // another tenant's prompt: seen as empty
+                slot.held.clear();
+                slot.held_tokens = 0;
+                slot.session = 0;
+                slot.recent_hits = 0;
+            }
         }
         if (!backends_[i].rate_learned && rates > 0) views[i].prefill_tokens_per_second = rate_sum / rates;
         if (!backends_[i].tpb_learned && tpbs > 0) views[i].tokens_per_byte = tpb_sum / tpbs;
@@ -133,7 +141,7 @@ plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock:
     in.settings = settings_;
     if (!allow_wait) in.settings.max_wait_seconds = 0;
     in.now = now;
-    in.recently_evicted = &evicted_view_;
+    in.recently_evicted = tenant ? nullptr : &evicted_view_;
     return prefer_previous_backend(in, views, choose(in));
 }
 
@@ -253,6 +261,7 @@ bool registry::record_complete(const ticket& t, const fingerprint* fp, const api
     slot.recent_hits = decayed(slot.recent_hits, slot.last_use, now);
     if (s->cached > 0 && t.p.matched_levels > 0) slot.recent_hits += 1;
     slot.held = std::move(now_held);
+    slot.owner = t.tenant;
     slot.session = fp ? fp->session : 0;
     slot.held_tokens = static_cast<std::uint64_t>(
         std::max(0L, s->cached + s->processed + std::max(0L, s->predicted - 1)));
@@ -361,6 +370,7 @@ void registry::set_held(const ticket& t, std::vector<prefix_level> levels, std::
     if (!s->held.empty() && common_levels(s->held, levels) < s->held.size()) evicted(b, s->held);
     s->held = std::move(levels);
     s->held_tokens = tokens;
+    s->owner = t.tenant;
 }
 
 std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,

@@ -36,6 +36,8 @@ struct ticket {
     // Unpinned (no slot planned) and may take a slot there: a chat or completion task, as
     // opposed to /tokenize or /props. While one runs, no slot of its backend is pinned.
     bool takes_slot = true;
+    // The tenant whose request this is: its slot's owner once it holds the request's prefix.
+    std::string tenant;
 };
 
 // What GET /props and /v1/models said about a backend.
@@ -102,11 +104,16 @@ public:
     // allow_wait false: never plan to wait for a busy slot (after a wait that gave up).
     // `backends`: only the first this many are candidates (the caller's config snapshot may be
     // older than the registry after a reload). `takes_slot`: see ticket::takes_slot.
+    // `tenant`: whose request it is (ticket::tenant).
     ticket reserve(const fingerprint* fp, std::string_view model, std::uint64_t request_bytes,
                    clock::time_point now, bool allow_wait = true,
-                   std::size_t backends = all_backends, bool takes_slot = true);
+                   std::size_t backends = all_backends, bool takes_slot = true,
+                   std::string_view tenant = {});
     // What reserve would plan now, without reserving anything (POST /warmslot/explain).
-    plan preview(const fingerprint* fp, std::string_view model, clock::time_point now) const;
+    // `tenant` non-null: planned as if every slot another tenant's request filled were empty and
+    // no prefix had been evicted, so the plan tells the caller nothing of other tenants' prompts.
+    plan preview(const fingerprint* fp, std::string_view model, clock::time_point now,
+                 const std::string* tenant = nullptr) const;
 
     // A request sent to `backend` without a plan for it (failover): counted like an unpinned
     // ticket, so no slot there is pinned while it runs. end_unpinned when it is over.
@@ -250,7 +257,8 @@ private:
     std::optional<std::size_t> end_ticket_locked(const ticket& t);
     void evicted(backend_state& b, const std::vector<prefix_level>& levels);
     plan plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
-                     bool allow_wait, std::size_t backends = all_backends) const;
+                     bool allow_wait, std::size_t backends = all_backends,
+                     const std::string* tenant = nullptr) const;
     ticket reserve_locked(ticket t, clock::time_point now);
     plan prefer_previous_backend(const plan_input& in, const std::vector<backend_view>& views,
                                  plan p) const;

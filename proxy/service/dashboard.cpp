@@ -122,6 +122,7 @@ awaitable<void> pipeline::dashboard(http_server::exchange& ex, outcome& out) {
         // An admin sees every tenant; anyone else only what its tenant's requests did.
         const bool all = !out.caller || out.caller->role == config::key_role::admin;
         in.activity = activity_.view(in.now_ms, all ? nullptr : &out.caller->tenant);
+        in.tenant = all ? nullptr : &out.caller->tenant;
         out.status = 200;
         auto doc = status::build_status(in);
         if (starter_) doc["swaps"] = starter_->swap_status();

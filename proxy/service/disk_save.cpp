@@ -195,7 +195,7 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     const auto cfg = src_.current();
     routing::reservation held(
         reg_, reg_.reserve(&*fp, reg_.multi_model() ? model : std::string(), fp->total_bytes,
-                           routing::clock::now(), false, cfg->backends.size()));
+                           routing::clock::now(), false, cfg->backends.size(), true, tenant));
     auto& t = *held;
     if (t.p.backend < 0) {
         if (t.p.unknown_model) {

@@ -91,7 +91,11 @@ awaitable<void> pipeline::explain(http_server::exchange& ex, outcome& out, nlohm
             fp = routing::fingerprint_request(routing::request_kind::completion, body);
     }
     const std::string model = reg_.multi_model() ? out.cls.model : std::string();
-    const auto p = reg_.preview(fp ? &*fp : nullptr, model, routing::clock::now());
+    // A client or observer plans against its own tenant's slots only: explain must not tell
+    // whether another tenant sent a prompt (an admin sees what a request would really get).
+    const bool all = !out.caller || out.caller->role == config::key_role::admin;
+    const auto p = reg_.preview(fp ? &*fp : nullptr, model, routing::clock::now(),
+                                all ? nullptr : &out.caller->tenant);
     nlohmann::json plan = {
         {"route", std::string(routing::name(p.why))},
         {"backend", p.backend >= 0

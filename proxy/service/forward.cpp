@@ -343,7 +343,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     const bool takes_slot = may_take_slot(out.cls, std::string_view(ex.request.target()));
     const auto plan_now = [&](bool allow_wait) {
         return reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now(), allow_wait, known,
-                            takes_slot);
+                            takes_slot, out.caller ? out.caller->tenant : std::string());
     };
     // Ends however this coroutine ends: an exception or a destroyed coroutine cancels it.
     routing::reservation t(reg_, plan_now(true));

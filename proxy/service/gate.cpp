@@ -1,4 +1,5 @@
-// The checks made on a request's header before its body is read: the Host allow-list, the key
+// The checks made on a request's header before its body is read: the Host allow-list, where a
+// browser says the request comes from (Origin, Sec-Fetch-Site), the key
 // and its role, the Content-Type of bodies read as JSON; and warmslot's own CORS answers. The
 // rules are pure (api/access.hpp); this file reads them off the request.
 #include "api/access.hpp"
@@ -30,9 +31,19 @@ bool reads_body(const api::endpoint& ep) {
 
 gate pipeline::screen(const config::config& cfg, const api::endpoint& ep,
                       const http::request_header<>& req, const config::key_grant** who) const {
-    if (!api::host_allowed(std::string_view(req[http::field::host]), cfg.http.allowed_hosts,
+    // Every request names its host, empty names included; only an HTTP/1.0 request may leave
+    // the header out (no browser does).
+    const bool host_sent = req.find(http::field::host) != req.end();
+    if ((host_sent || req.version() >= 11) &&
+        !api::host_allowed(std::string_view(req[http::field::host]), cfg.http.allowed_hosts,
                            cfg.http.allowed_hosts_set, cfg.listen.host))
         return gate::misdirected;
+    const api::request_site site{std::string_view(req[http::field::origin]),
+                                 std::string_view(req["Sec-Fetch-Site"]),
+                                 std::string_view(req["Sec-Fetch-Mode"]),
+                                 std::string_view(req[http::field::host]),
+                                 req.method() == http::verb::get || req.method() == http::verb::head};
+    if (api::cross_site(site, cfg.http.cors_origins)) return gate::cross_site;
     const config::key_grant* grant = &open_grant;
     if (!cfg.api_keys.empty()) {
         std::string_view given = bearer_token(std::string_view(req[http::field::authorization]));

@@ -60,7 +60,8 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
         }
     }
     const auto path = api::path_of(std::string_view(ex.request.target()));
-    if (ex.request.method() == http::verb::options && g != gate::misdirected) {
+    if (ex.request.method() == http::verb::options && g != gate::misdirected &&
+        g != gate::cross_site) {
         co_await preflight(ex, out);
     } else if (auto refused = check(ex.request, ep, g, &body)) {
         co_await fail(ex, out, refused->kind, std::move(refused->message));
@@ -102,6 +103,10 @@ std::optional<rejection> pipeline::check(const http::request<http::string_body>&
             return rejection{api::error_kind::misdirected,
                              "this warmslot does not answer for the host in the Host header "
                              "(http.allowed_hosts)"};
+        case gate::cross_site:
+            return rejection{api::error_kind::forbidden,
+                             "cross-site request refused: its Origin is not this server's and "
+                             "not in http.cors_origins"};
         case gate::unauthorized:
             return rejection{api::error_kind::unauthorized,
                              "missing or invalid API key (send Authorization: Bearer <key> or "

@@ -70,7 +70,7 @@ struct rejection {
 
 // What the checks made on a request's header found, in the order they are made: the Host,
 // the key, the key's role, the Content-Type of a body read as JSON.
-enum class gate { pass, misdirected, unauthorized, forbidden, media_type };
+enum class gate { pass, misdirected, cross_site, unauthorized, forbidden, media_type };
 
 // What a request got from starter::wake: go on (holding `lease` to the end of the request,
 // which keeps a swap group from stopping the backend under it), or `error`: answer 503 with

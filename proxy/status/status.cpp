@@ -29,9 +29,10 @@ json opt(const std::optional<long>& v) { return v ? json(*v) : json(nullptr); }
 json slot_json(const routing::slot_view& s, const std::string& backend, const status_input& in,
                bool previews) {
     const bool holds = s.held_tokens > 0 || !s.held.empty();
+    const bool others = in.tenant && s.owner != *in.tenant;
     json j = {{"id", s.id},
               {"state", s.busy ? "busy" : "idle"},
-              {"tokens", s.held_tokens},
+              {"tokens", others ? json(nullptr) : json(s.held_tokens)},
               {"scratch", s.scratch},
               {"preview", nullptr},
               {"label", false},
@@ -89,9 +90,10 @@ json disk_json(const status_input& in) {
         std::sort(sorted.begin(), sorted.end(),
                   [](const auto& a, const auto& b) { return a.last_used > b.last_used; });
         for (const auto& f : sorted) {
+            if (in.tenant && f.tenant != *in.tenant) continue;
             used += f.bytes;
-            files.push_back({{"key", f.key},
-                             {"file", f.file},
+            files.push_back({{"key", in.tenant ? json(nullptr) : json(f.key)},
+                             {"file", in.tenant ? json(nullptr) : json(f.file)},
                              {"tokens", f.tokens},
                              {"bytes", f.bytes},
                              {"hits", f.hits},

@@ -38,6 +38,11 @@ struct status_input {
     std::int64_t now_ms = 0;           // unix milliseconds
     routing::clock::time_point now{};  // for the slots' last use
     std::string version;
+    // Non-null: the status a client or observer of this tenant sees: the disk files its
+    // tenant's requests wrote, without their keys and file names (a key is a hash of the
+    // backend identity and a prefix: a guess could be tested against it), and the token counts
+    // of the slots its tenant's requests filled only. Null: everything (an admin).
+    const std::string* tenant = nullptr;
 };
 
 nlohmann::json build_status(const status_input& in);

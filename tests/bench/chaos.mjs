@@ -393,7 +393,7 @@ async function run(opts) {
     const held = () => relays.reduce((n, r) => n + r.saveAnswersHeld, 0);
     // Should the new prefixes start no save (saves paused on a backend after failed ones), the
     // snapshot endpoint saves what the slots hold.
-    const nudge = setTimeout(() => fetch(`${ws.url}/admin/snapshot`, { method: 'POST' }).catch(() => null), 5000);
+    const nudge = setTimeout(() => fetch(`${ws.url}/admin/snapshot`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }).catch(() => null), 5000);
     await waitFor('llama-server to have written a save whose answer warmslot waits for', () => held() > 0, 60000, 10)
       .catch(() => {});
     clearTimeout(nudge);

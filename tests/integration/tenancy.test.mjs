@@ -114,8 +114,24 @@ test('roles: clients use the API, observers read, only admins administer; status
     };
     await waitFor('routing', async () => (await getJson(`${url}/health`, { headers: bearer(keys.admin) })).body.backends?.[0]?.routing, 30000);
     // Long enough to be worth a slot each (valuable requests are pinned and get a preview).
-    await ask(keys.a, 'label of tenant a', makeDocument(2701, 6000));
+    const docA = makeDocument(2701, 6000);
+    await ask(keys.a, 'label of tenant a', docA);
     await ask(keys.b, 'label of tenant b', makeDocument(2702, 6000));
+
+    // Explain is no oracle: b sending a's exact request learns nothing of a's slot.
+    const explain = async (key) => {
+      const r = await postJson(`${url}/warmslot/explain`, chat(docA, 'Hi'), bearer(key));
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return r.body.plan;
+    };
+    const planOfA = await explain(keys.a);
+    assert.equal(planOfA.route, 'hit', JSON.stringify(planOfA));
+    assert.ok(planOfA.expected_cached_tokens > 1000, JSON.stringify(planOfA));
+    const planOfB = await explain(keys.b);
+    assert.notEqual(planOfB.route, 'hit', JSON.stringify(planOfB));
+    assert.equal(planOfB.expected_cached_tokens, 0, JSON.stringify(planOfB));
+    assert.equal(planOfB.matched_levels, 0);
+    assert.equal((await explain(keys.admin)).route, 'hit', 'an admin sees what a request would get');
 
     const status = async (key) => {
       const r = await getJson(`${url}/warmslot/status`, { headers: bearer(key) });
@@ -124,6 +140,12 @@ test('roles: clients use the API, observers read, only admins administer; status
     };
     const seenByA = await status(keys.a);
     assert.deepEqual(seenByA.previews, ['label of tenant a']);
+    // The size of what another tenant's request left in a slot is not shown either.
+    const slotsSeen = async (key) => (await getJson(`${url}/warmslot/status`, { headers: bearer(key) })).body.backends[0].slots;
+    const sized = (slots) => slots.filter((sl) => sl.tokens > 1000).length;
+    assert.equal(sized(await slotsSeen(keys.admin)), 2);
+    assert.equal(sized(await slotsSeen(keys.a)), 1);
+    assert.equal(sized(await slotsSeen(keys.b)), 1);
     assert.equal(seenByA.requests.filter((r) => r.path === '/v1/chat/completions').length, 1);
     const seenByB = await status(keys.b);
     assert.deepEqual(seenByB.previews, ['label of tenant b']);
@@ -169,12 +191,14 @@ test('browsers: only JSON bodies, warmslot\'s own CORS, the Host allow-list, no-
     assert.equal(json.status, 200);
     await json.arrayBuffer();
 
-    // llama-server reflects any Origin; warmslot answers only the configured ones.
+    // llama-server reflects any Origin; warmslot answers only the configured ones (another
+    // origin is refused outright: cross-site.test.mjs).
     const evil = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', origin: 'https://evil.example' }, body });
-    assert.equal(evil.status, 200);
+    assert.equal(evil.status, 403);
     assert.equal(evil.headers.get('access-control-allow-origin'), null);
     await evil.arrayBuffer();
-    const models = await fetch(`${url}/v1/models`, { headers: { origin: 'https://evil.example' } });
+    const models = await fetch(`${url}/v1/models`);
+    assert.equal(models.status, 200);
     assert.equal(models.headers.get('access-control-allow-origin'), null);
     await models.arrayBuffer();
     const app = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', origin: 'https://app.example' }, body });
@@ -194,7 +218,14 @@ test('browsers: only JSON bodies, warmslot\'s own CORS, the Host allow-list, no-
     assert.equal(rebound.status, 421);
     assert.equal((await withHost(url, '/health', 'evil.example')).status, 421);
     assert.equal((await withHost(url, '/warmslot/status', `localhost:${s.ws.port}`)).status, 200);
-    assert.equal((await withHost(url, '/warmslot/status', `[::1]:${s.ws.port}`)).status, 200);
+    // Only localhost and the address the listener is on; an empty or missing Host is refused
+    // (HTTP/1.0, which no browser speaks, may leave it out).
+    assert.equal((await withHost(url, '/warmslot/status', `127.0.0.1:${s.ws.port}`)).status, 200);
+    assert.equal((await withHost(url, '/warmslot/status', `[::1]:${s.ws.port}`)).status, 421);
+    assert.equal((await withHost(url, '/warmslot/status', `127.0.0.2:${s.ws.port}`)).status, 421);
+    assert.equal(statusOf(await raw(s.ws.port, 'GET /health HTTP/1.1\r\nHost: \r\nConnection: close\r\n\r\n')), 421);
+    assert.equal(statusOf(await raw(s.ws.port, 'GET /health HTTP/1.1\r\nConnection: close\r\n\r\n')), 421);
+    assert.match(await raw(s.ws.port, 'GET /health HTTP/1.0\r\n\r\n'), /^HTTP\/1\.[01] 200/);
 
     // Data answers are never cached nor sniffed.
     for (const r of [await fetch(`${url}/warmslot/status`), await fetch(`${url}/metrics`),
@@ -411,6 +442,25 @@ test('disk budget: a tenant filling its own budget deletes its own files, never 
     assert.ok(ofB.reduce((n, r) => n + r.bytes, 0) <= 10 * 1024 * 1024, 'b stays within its budget');
     assert.ok(after.some((r) => r.key === ofA.key), 'a\'s file is still there');
     assert.ok(fs.existsSync(path.join(s.llama.saveDir, `ws-${ofA.key}.bin`)));
+
+    // Status: a client sees its own tenant's files only, and no key or file name at all.
+    const filesSeen = async (key) => {
+      const r = await getJson(`${s.ws.url}/warmslot/status`, { headers: bearer(key) });
+      assert.equal(r.status, 200);
+      return { text: JSON.stringify(r.body), files: r.body.disk.dirs.flatMap((d) => d.files) };
+    };
+    const byA = await filesSeen(keys.a);
+    assert.equal(byA.files.length, 1);
+    assert.equal(byA.files[0].key, null);
+    assert.equal(byA.files[0].file, null);
+    const byB = await filesSeen(keys.b);
+    assert.equal(byB.files.length, ofB.length);
+    for (const r of after) {
+      assert.ok(!byA.text.includes(r.key) && !byB.text.includes(r.key), 'a key in a client\'s status');
+    }
+    const byAdmin = await filesSeen(keys.admin);
+    assert.equal(byAdmin.files.length, after.length);
+    assert.ok(byAdmin.text.includes(ofA.key));
   } finally {
     await s.stop();
   }

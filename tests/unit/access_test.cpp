@@ -64,13 +64,12 @@ TEST_CASE("access: the role each endpoint needs") {
     }
 }
 
-TEST_CASE("access: only JSON bodies, or none declared") {
+TEST_CASE("access: only bodies declared as JSON") {
     struct row {
         const char* value;
         bool ok;
     };
     const std::vector<row> rows = {
-        {"", true},
         {"application/json", true},
         {"application/json; charset=utf-8", true},
         {"Application/JSON", true},
@@ -85,6 +84,8 @@ TEST_CASE("access: only JSON bodies, or none declared") {
         {"application/+json", false},
         {";", false},
         {"json", false},
+        {"", false},  // a fetch() of bytes or a Blob: no Content-Type, no preflight
+        {" ", false},
     };
     for (const auto& r : rows) {
         CAPTURE(r.value);
@@ -99,21 +100,36 @@ TEST_CASE("access: the Host allow-list") {
         const char* listen;
         bool ok;
     };
-    // Not configured: loopback names only on a loopback listener, anything elsewhere.
+    // Not configured: on a loopback listener `localhost` and the listener's own address; on
+    // any other `localhost` and address literals (a name must be configured).
     const std::vector<row> defaults = {
         {"127.0.0.1:8080", "127.0.0.1", true},
         {"localhost:8080", "127.0.0.1", true},
         {"LOCALHOST", "127.0.0.1", true},
         {"localhost.:8080", "127.0.0.1", true},
-        {"[::1]:8080", "127.0.0.1", true},
-        {"", "127.0.0.1", true},                    // HTTP/1.0 without Host
+        {"127.0.0.1:8080", "localhost", true},      // "localhost" listens on 127.0.0.1
+        {"[::1]:8080", "::1", true},
+        {"127.0.0.2:8080", "127.0.0.2", true},
+        {"127.0.0.2:8080", "127.0.0.1", false},     // not the listener's address
+        {"[::1]:8080", "127.0.0.1", false},
+        {"", "127.0.0.1", false},                   // an empty Host
+        {" ", "127.0.0.1", false},
+        {":8080", "127.0.0.1", false},
         {"evil.example:8080", "127.0.0.1", false},  // DNS rebinding
         {"127.0.0.1.evil.example", "127.0.0.1", false},
         {"w", "127.0.0.1", false},
         {"evil.example:8080", "localhost", false},
         {"evil.example:8080", "::1", false},
-        {"evil.example", "0.0.0.0", true},
-        {"evil.example", "192.168.1.5", true},
+        {"evil.example", "0.0.0.0", false},         // a name on a LAN listener: configure it
+        {"evil.example", "192.168.1.5", false},
+        {"1.2.3.4.evil.example", "0.0.0.0", false},
+        {"192.168.1.5:8080", "0.0.0.0", true},      // clients that connect by address
+        {"10.200.1.2", "10.200.1.2", true},
+        {"[fe80::1]:8080", "::", true},
+        {"localhost:8080", "0.0.0.0", true},
+        {"", "0.0.0.0", false},
+        {"1.2.3", "0.0.0.0", false},
+        {"1.2.3.4567", "0.0.0.0", false},
     };
     for (const auto& r : defaults) {
         CAPTURE(r.host);
@@ -129,6 +145,8 @@ TEST_CASE("access: the Host allow-list") {
     CHECK(api::host_allowed("anything", {"*"}, true, "127.0.0.1"));
     CHECK(api::host_name("[fe80::1]:80") == "fe80::1");
     CHECK(api::host_name("fe80::1") == "fe80::1");
+    CHECK_FALSE(api::host_allowed("", listed, true, "0.0.0.0"));
+    CHECK_FALSE(api::host_allowed("", {"*"}, true, "0.0.0.0"));
 }
 
 TEST_CASE("access: CORS origins match exactly") {
@@ -141,6 +159,47 @@ TEST_CASE("access: CORS origins match exactly") {
     CHECK_FALSE(api::origin_allowed("null", origins));
     CHECK_FALSE(api::origin_allowed("", origins));
     CHECK_FALSE(api::origin_allowed("https://app.example", {}));
+}
+
+TEST_CASE("access: a page of another origin is refused unless its origin is listed") {
+    const std::vector<std::string> listed = {"https://app.example"};
+    struct row {
+        const char* origin;
+        const char* site;
+        const char* mode;
+        const char* host;
+        bool safe;
+        bool cross;
+    };
+    const std::vector<row> rows = {
+        {"", "", "", "127.0.0.1:8080", false, false},  // curl, SDKs: no browser headers
+        {"http://127.0.0.1:8080", "same-origin", "cors", "127.0.0.1:8080", false, false},
+        {"https://warmslot.lan", "same-origin", "cors", "warmslot.lan", false, false},
+        {"http://LOCALHOST:8080", "", "", "localhost:8080", false, false},
+        {"", "same-origin", "cors", "127.0.0.1:8080", true, false},  // the dashboard's GETs
+        {"", "none", "navigate", "127.0.0.1:8080", true, false},     // typed in the address bar
+        {"", "cross-site", "navigate", "127.0.0.1:8080", true, false},  // a link followed
+        {"https://app.example", "cross-site", "cors", "127.0.0.1:8080", false, false},
+        // What the issue saw served: a fetch() from a foreign page.
+        {"https://evil.example", "cross-site", "no-cors", "127.0.0.1:8080", false, true},
+        {"https://evil.example", "", "", "127.0.0.1:8080", false, true},  // an old browser
+        {"", "cross-site", "no-cors", "127.0.0.1:8080", true, true},      // <img src>, <script>
+        {"", "cross-site", "navigate", "127.0.0.1:8080", false, true},    // a form's POST
+        {"http://127.0.0.1:3000", "same-site", "no-cors", "127.0.0.1:8080", false, true},
+        {"http://127.0.0.1:8080", "same-origin", "cors", "localhost:8080", false, true},
+        {"http://127.0.0.1:8080", "", "", "", false, true},  // no Host to be the origin of
+        {"null", "cross-site", "no-cors", "127.0.0.1:8080", false, true},  // sandboxed frame
+        {"file://", "", "", "127.0.0.1:8080", false, true},
+        {"http://127.0.0.1:8080.evil.example", "", "", "127.0.0.1:8080", false, true},
+        {"ftp://127.0.0.1:8080", "", "", "127.0.0.1:8080", false, true},
+    };
+    for (const auto& r : rows) {
+        CAPTURE(r.origin);
+        CAPTURE(r.site);
+        CAPTURE(r.host);
+        const api::request_site site{r.origin, r.site, r.mode, r.host, r.safe};
+        CHECK(api::cross_site(site, listed) == r.cross);
+    }
 }
 
 TEST_CASE("escape_controls: C0, DEL, C1 and stray bytes are escaped, text is kept") {
@@ -187,7 +246,7 @@ TEST_CASE("matching_key: the index of the key, every key compared") {
     CHECK(matching_key("x", {}) == 0);
 }
 
-TEST_CASE("config: api_keys with roles and tenants; a plain key is an admin") {
+TEST_CASE("config: api_keys with roles and tenants; a plain key is an admin, a map a client") {
     const auto c = parse(
         "api_keys:\n"
         "  - plain-admin-key\n"
@@ -195,7 +254,7 @@ TEST_CASE("config: api_keys with roles and tenants; a plain key is an admin") {
         "    role: client\n"
         "    tenant: team-a\n"
         "  - {key: observer-key-1, role: observer}\n"
-        "  - {key: admin-of-b-1, tenant: b}\n");
+        "  - {key: client-of-b-1, tenant: b}\n");
     REQUIRE(c.api_keys.size() == 4);
     REQUIRE(c.key_grants.size() == 4);
     CHECK(c.api_keys[1] == "sk-from-the-environment");
@@ -205,8 +264,14 @@ TEST_CASE("config: api_keys with roles and tenants; a plain key is an admin") {
     CHECK(c.key_grants[1].tenant == "team-a");
     CHECK(c.key_grants[2].role == key_role::observer);
     CHECK(c.key_grants[2].tenant.empty());
-    CHECK(c.key_grants[3].role == key_role::admin);
+    CHECK(c.key_grants[3].role == key_role::client);  // no role: a client, never an admin
     CHECK(c.key_grants[3].tenant == "b");
+    // What `warmslot check-config` prints: each key's role, never the key.
+    const auto lines = cfg::describe_keys(c);
+    REQUIRE(lines.size() == 4);
+    CHECK(lines[0] == "api_keys[0]: admin of the default tenant");
+    CHECK(lines[1] == "api_keys[1]: client of tenant team-a");
+    CHECK(lines[3] == "api_keys[3]: client of tenant b");
 }
 
 TEST_CASE("config: http settings") {

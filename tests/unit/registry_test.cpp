@@ -293,3 +293,32 @@ TEST_CASE("registry: a request whose slot could not be prepared waits for every 
     CHECK(reg.ahead(0, *bare.p.slot, a).empty());
     reg.cancel(bare);
 }
+
+TEST_CASE("registry: a tenant-scoped preview sees no other tenant's prompt, hit or eviction") {
+    routing::registry reg({"b"}, routing::planner_settings{});
+    make_ready(reg, 1, 3);
+    const auto now = routing::clock::now();
+    const auto fp = document('a');
+    // Tenant a's request fills a slot with its document.
+    auto t = reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends,
+                         true, "a");
+    REQUIRE(t.p.slot);
+    reg.complete(t, &fp, stats(0, 2000), now);
+    const std::string a = "a", b = "b";
+    CHECK(reg.preview(&fp, "", now).why == routing::route::hit);  // unscoped: the truth
+    CHECK(reg.preview(&fp, "", now, &a).why == routing::route::hit);
+    CHECK(reg.preview(&fp, "", now, &a).expected_cached_tokens > 0);
+    const auto seen_by_b = reg.preview(&fp, "", now, &b);
+    CHECK(seen_by_b.why == routing::route::miss_new_prefix);
+    CHECK(seen_by_b.expected_cached_tokens == 0);
+    CHECK(seen_by_b.matched_levels == 0);
+    // Other documents push a's out of the slots: b is not told that it was evicted either.
+    for (char fill : {'b', 'c', 'd', 'e'}) {
+        const auto other = document(fill);
+        auto o = reg.reserve(&other, "", other.total_bytes, now, true,
+                             routing::registry::all_backends, true, "c");
+        reg.complete(o, &other, stats(0, 2000), now);
+    }
+    REQUIRE(reg.preview(&fp, "", now).why == routing::route::miss_evicted);
+    CHECK(reg.preview(&fp, "", now, &b).why == routing::route::miss_new_prefix);
+}

@@ -217,6 +217,53 @@ TEST_CASE(
           std::string::npos);
 }
 
+TEST_CASE("build_status: a tenant sees its own files without keys, and no other tenant's slot sizes") {
+    auto c = two_backends();
+    status::status_input in;
+    in.cfg = &c;
+    in.now = routing::clock::now();
+    in.views.resize(1);
+    in.views[0].slots.resize(2);
+    in.views[0].slots[0].held_tokens = 9140;  // tenant a's document
+    in.views[0].slots[0].owner = "a";
+    in.views[0].slots[1].id = 1;
+    in.views[0].slots[1].held_tokens = 300;
+    in.views[0].slots[1].owner = "b";
+    cache::snapshot of_a;
+    of_a.key = "aaaa";
+    of_a.file = "ws-aaaa.bin";
+    of_a.bytes = 1000;
+    of_a.tenant = "a";
+    of_a.last_used = 2;  // listed first
+    cache::snapshot of_b = of_a;
+    of_b.last_used = 1;
+    of_b.key = "bbbb";
+    of_b.file = "ws-bbbb.bin";
+    of_b.bytes = 500;
+    of_b.tenant = "b";
+    in.disk.push_back({"/srv/slots", {"a"}, 1'000'000, {of_a, of_b}});
+
+    const std::string b = "b";
+    in.tenant = &b;
+    const auto seen = status::build_status(in);
+    const auto& files = seen["disk"]["dirs"][0]["files"];
+    REQUIRE(files.size() == 1);
+    CHECK(files[0]["bytes"] == 500);
+    CHECK(files[0]["key"].is_null());
+    CHECK(files[0]["file"].is_null());
+    CHECK(seen["disk"]["dirs"][0]["used_bytes"] == 500);
+    CHECK(seen.dump().find("aaaa") == std::string::npos);
+    CHECK(seen.dump().find("bbbb") == std::string::npos);
+    CHECK(seen["backends"][0]["slots"][0]["tokens"].is_null());
+    CHECK(seen["backends"][0]["slots"][1]["tokens"] == 300);
+
+    in.tenant = nullptr;  // an admin: everything
+    const auto all = status::build_status(in);
+    CHECK(all["disk"]["dirs"][0]["files"].size() == 2);
+    CHECK(all["disk"]["dirs"][0]["files"][0]["key"] == "aaaa");
+    CHECK(all["backends"][0]["slots"][0]["tokens"] == 9140);
+}
+
 TEST_CASE("format_status: the tables `warmslot status` prints") {
     const json s = json::parse(R"({
       "now": 100000,
