@@ -148,10 +148,13 @@ test('swap group: A, B, A, B with an 8K-token document each; switching back rest
     assert.equal((logText(ws).match(/backend [ab]: first restore after its swap in: [\d.]+ s/g) ?? []).length, 4,
       'one first restore per switch back');
 
-    // Every model of every backend, with its state.
-    const listed = (await getJson(`${ws.url}/v1/models`)).body.data;
-    const state = Object.fromEntries(listed.filter((x) => x.id.startsWith('model-')).map((x) => [x.id, x.state]));
-    assert.deepEqual(state, { 'model-a': 'stopped', 'model-b': 'running', 'model-c': 'running' });
+    // Every model of every backend, with its state. A member turns from starting to running at
+    // the supervisor's next tick after its first check: on a fast machine the last answer can
+    // come before that tick.
+    const states = async () => Object.fromEntries((await getJson(`${ws.url}/v1/models`)).body.data
+      .filter((x) => x.id.startsWith('model-')).map((x) => [x.id, x.state]));
+    await waitFor('model-b to be listed running', async () => (await states())['model-b'] === 'running', 10000, 50);
+    assert.deepEqual(await states(), { 'model-a': 'stopped', 'model-b': 'running', 'model-c': 'running' });
     const status = (await getJson(`${ws.url}/warmslot/status`)).body;
     assert.deepEqual(status.swaps.groups[0].members.map((x) => [x.backend, x.state]),
       [['a', 'stopped'], ['b', 'running']]);
