@@ -350,6 +350,24 @@ std::optional<snapshot> index::find(const std::string& key) const {
     return read_snapshot(st);
 }
 
+std::optional<snapshot> index::longest_prefix(const std::string& identity,
+                                              const token_chain& chain) const {
+    std::lock_guard lock(mu_);
+    static const std::string sql = std::string(select_row) +
+                                   " WHERE identity = ?1 AND tokens <= ?2 ORDER BY tokens DESC";
+    statement st(db_, db_path_, "find a prefix", sql.c_str());
+    st.bind_text(1, identity).bind_uint(2, chain.size());
+    std::uint64_t last = 0;
+    std::string want;
+    while (st.step()) {
+        auto s = read_snapshot(st);
+        if (s.tokens != last || want.empty()) want = chain.key_at(static_cast<std::size_t>(s.tokens));
+        last = s.tokens;
+        if (s.key == want) return s;
+    }
+    return std::nullopt;
+}
+
 void index::put(const snapshot& s) {
     if (s.file != file_name_for(s.key)) {
         throw std::invalid_argument("snapshot file name must be file_name_for(key)");

@@ -17,12 +17,14 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cache/token_key.hpp"
+
 struct sqlite3;
 
 namespace warmslot::cache {
 
 struct snapshot {
-    std::string key;       // content address: hash of backend identity + prefix fingerprint
+    std::string key;       // content address: the key of its tokens (cache/token_key.hpp)
     std::string identity;  // backend identity (model file, build, slots, context): files never
                            // load into another
     std::string file;      // plain file name inside the slot directory ("ws-<key>.bin")
@@ -52,6 +54,10 @@ class index {
     index& operator=(const index&) = delete;
 
     std::optional<snapshot> find(const std::string& key) const;
+    // The longest file of `identity` that holds a prefix of `chain`'s tokens: its key is the
+    // key of that many of them (cache/token_key.hpp). One query over that identity's rows.
+    std::optional<snapshot> longest_prefix(const std::string& identity,
+                                           const token_chain& chain) const;
     // Inserts or replaces the row (after the file is complete on disk). s.file must be
     // file_name_for(s.key), else std::invalid_argument.
     void put(const snapshot& s);

@@ -381,3 +381,41 @@ TEST_CASE("cache index: sweep_unindexed deletes late slot files but keeps rows' 
     CHECK(files_in(dir.slots) ==
           std::vector<std::string>{"other.bin", "ws-aa01.bin", "ws-ee05.bin.tmp"});
 }
+
+TEST_CASE("index: the longest file holding a prefix of a request's tokens") {
+    temp_dir d;
+    index_t idx(d.db, d.slots);
+    const std::string id = "model-a|b1234|np2|c32768";
+    std::vector<int> request(3000);
+    for (std::size_t i = 0; i < request.size(); ++i) request[i] = static_cast<int>(i * 7 % 5000);
+    const warmslot::cache::token_chain chain(id, request);
+    auto put = [&](const warmslot::cache::token_chain& c, std::size_t n, const std::string& identity) {
+        auto s = make(c.key_at(n), 1000);
+        s.tokens = n;
+        s.identity = identity;
+        write_file(d.file(s.key), s.bytes);
+        idx.put(s);
+    };
+    CHECK_FALSE(idx.longest_prefix(id, chain));
+    put(chain, 1000, id);
+    put(chain, 2100, id);
+    // Files that do not hold a prefix of this request: another document of the same length,
+    // another model's file of the same tokens, a longer prompt.
+    std::vector<int> other = request;
+    other[2500] += 1;
+    put(warmslot::cache::token_chain(id, other), 2600, id);
+    put(warmslot::cache::token_chain("model-b", request), 2700, "model-b");
+    std::vector<int> longer = request;
+    longer.resize(3200, 9);
+    put(warmslot::cache::token_chain(id, longer), 3200, id);
+    const auto found = idx.longest_prefix(id, chain);
+    REQUIRE(found);
+    CHECK(found->tokens == 2100);
+    CHECK(found->key == chain.key_at(2100));
+    // A request that parts from the 2100-token file before its end finds the 1000-token one.
+    std::vector<int> parted = request;
+    parted[1500] += 1;
+    const auto shorter = idx.longest_prefix(id, warmslot::cache::token_chain(id, parted));
+    REQUIRE(shorter);
+    CHECK(shorter->tokens == 1000);
+}
