@@ -55,9 +55,12 @@ std::string shared_tag();
 }  // namespace disk_detail
 
 struct disk_tier::prefix {
-    std::string key;                          // content address: identity + fingerprint
+    std::string key;                          // the key of its tokens (cache/token_key.hpp)
+    std::vector<int> ids;                     // its tokens, as the request's prompt begins
+    // The message levels it covers when it ends where the request's final user turn starts
+    // (the stable messages); empty for a prefix that ends at a learned split point.
     std::vector<routing::prefix_level> levels;
-    nlohmann::json messages;                  // the stable messages
+    nlohmann::json messages;                  // the stable messages (empty for a learned one)
     const nlohmann::json* body = nullptr;     // the whole request (lives during prepare)
     // The index of the slot directory, taken once when the work on the prefix begins: a reload
     // that switches the cache off meanwhile stops the next requests' work, not this one's

@@ -148,6 +148,11 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
         for (std::size_t i = 0; i < m->levels.size(); ++i) p.messages.push_back(messages[i]);
         p.body = m->body.get();
         p.tenant = m->tenant;
+        const auto chain = co_await request_chain(pool, t.p.backend, *m->body);
+        if (!chain || !co_await place_tokens(pool, t.p.backend, p, *chain) || p.key != m->key) {
+            r.reason = "its prefix no longer renders to the tokens it had";
+            co_return r;
+        }
         const auto a = co_await snapshot(pool, t, p, on_demand);
         r.saved = a.what == disk_action::kind::snapshotted;
         r.tokens = a.tokens;
@@ -231,6 +236,12 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
                                      src_.current()->cache.min_prefix_tokens));
     }
     p->tenant = std::move(tenant);
+    const auto chain = co_await request_chain(pool, t.p.backend, body);
+    if (!chain || !co_await place_tokens(pool, t.p.backend, *p, *chain)) {
+        co_return refuse(api::error_kind::bad_request,
+                         "the messages before the final user turn do not render as a prefix of "
+                         "the request's tokens on backend " + name);
+    }
     slot_report r;
     r.backend = name;
     r.slot = *t.p.slot;

@@ -94,11 +94,8 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         co_return a;
     }
     auto* idx = p.index;
-    const auto tokens = co_await prefix_tokens(pool, t.p.backend, p.messages, *p.body);
-    if (!tokens) {
-        log()->debug("prefix {} is not a token prefix of its request: no snapshot", p.key);
-        co_return a;
-    }
+    if (p.ids.empty()) co_return a;
+    const auto* tokens = &p.ids;
     // KV a request with its own adapters left would be reused as the base model's: erased.
     if (reg_.take_adapter(t.p.backend, *t.p.slot)) {
         const bool erased =

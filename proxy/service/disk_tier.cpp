@@ -16,6 +16,8 @@
 
 
 #include "api/prefix_cut.hpp"
+#include "routing/observations.hpp"
+#include "routing/planner.hpp"
 #include "cache/slot_file.hpp"
 #include "upstream/llama_client.hpp"
 
@@ -65,6 +67,9 @@ std::string describe(const disk_action& a) {
             if (!a.from.empty())
                 return fmt::format("restored {} tokens (from replica {}, {})", a.tokens, a.from,
                                    a.brought);
+            if (a.extended_to > 0)
+                return fmt::format("restored {} tokens, then snapshot {} tokens", a.tokens,
+                                   a.extended_to);
             return a.choice.empty()
                        ? fmt::format("restored {} tokens", a.tokens)
                        : fmt::format("restored {} tokens, cheaper than a rollback: {}", a.tokens,
@@ -170,8 +175,6 @@ std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
     prefix p;
     p.index = idx;
     p.levels.assign(fp.levels.begin(), fp.levels.begin() + static_cast<std::ptrdiff_t>(stable));
-    const std::string address = info->identity + "\n" + std::to_string(p.levels.back().hash);
-    p.key = fmt::format("{:016x}", XXH3_64bits(address.data(), address.size()));
     const auto& messages = body["messages"];
     p.messages = json::array();
     for (std::size_t i = 0; i < stable; ++i) p.messages.push_back(messages[i]);
@@ -179,49 +182,157 @@ std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
     return p;
 }
 
+awaitable<std::optional<cache::token_chain>> disk_tier::request_chain(upstream::pool& pool,
+                                                                      int backend,
+                                                                      const json& body) {
+    const auto info = reg_.info(backend);
+    if (!info || info->identity.empty()) co_return std::nullopt;
+    json whole = body;
+    whole.erase("stream");
+    auto tokens = co_await rendered_tokens(pool, backend, whole);
+    if (!tokens || tokens->empty()) co_return std::nullopt;
+    co_return cache::token_chain(info->identity, std::move(*tokens));
+}
+
+awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefix& p,
+                                        const cache::token_chain& chain) {
+    auto ids = co_await prefix_tokens(pool, backend, p.messages, *p.body, chain.tokens());
+    if (!ids) co_return false;
+    p.key = chain.key_at(ids->size());
+    p.ids = std::move(*ids);
+    co_return true;
+}
+
+std::optional<disk_tier::prefix> disk_tier::learned_prefix(int backend,
+                                                           const cache::token_chain& chain,
+                                                           const json& body,
+                                                           cache::index* idx) {
+    const auto info = reg_.info(backend);
+    if (!info || idx == nullptr) return std::nullopt;
+    std::size_t blocks = 0;
+    {
+        std::lock_guard lock(mu_);
+        blocks = splits_.observe(info->identity, chain.blocks(), static_cast<std::uint64_t>(unix_now()));
+    }
+    const std::size_t n = blocks * cache::token_block;
+    if (n == 0 || n >= chain.size() || n < src_.current()->cache.min_prefix_tokens) {
+        return std::nullopt;
+    }
+    prefix p;
+    p.index = idx;
+    p.key = chain.key_at(n);
+    p.ids.assign(chain.tokens().begin(), chain.tokens().begin() + static_cast<std::ptrdiff_t>(n));
+    p.messages = json::array();
+    p.body = &body;
+    return p;
+}
+
+awaitable<std::optional<cache::token_chain>> disk_tier::request_tokens(
+    upstream::pool& pool, int backend, const routing::fingerprint& fp, const json& body) {
+    if (!enabled_for(backend)) co_return std::nullopt;
+    const auto views = reg_.snapshot();
+    if (static_cast<std::size_t>(backend) >= views.size()) co_return std::nullopt;
+    const double whole = static_cast<double>(fp.total_bytes) *
+                         views[static_cast<std::size_t>(backend)].tokens_per_byte;
+    const auto min_tokens = static_cast<double>(src_.current()->cache.min_prefix_tokens);
+    // The whole prompt holds every prefix a file could keep.
+    if (whole < min_tokens || index_for(backend) == nullptr) co_return std::nullopt;
+    try {
+        co_return co_await request_chain(pool, backend, body);
+    } catch (const std::exception& e) {
+        log()->warn("disk tier skipped for this request: {}", e.what());
+    }
+    co_return std::nullopt;
+}
+
 awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket& t,
                                           const routing::fingerprint& fp, const json& body,
-                                          std::string tenant) {
+                                          const cache::token_chain& chain, std::string tenant) {
     disk_action none;
     if (!t.p.slot || !enabled_for(t.p.backend)) co_return none;
-    auto p = stable_prefix(t.p.backend, fp, body);
-    if (!p) co_return none;
-    p->tenant = std::move(tenant);
+    auto* idx = index_for(t.p.backend);
+    auto msg = stable_prefix(t.p.backend, fp, body);
     const bool judged = !(body.contains("cache_prompt") && body["cache_prompt"] == false);
     // Nothing here fails the request: an index error (SQLITE_FULL on a full disk) only skips
     // the disk tier, and what the registry believes of the slot was set by each step as it went.
     try {
-        if (t.p.matched_levels >= p->levels.size()) {  // the slot holds it
-            remember(t.p.backend, *t.p.slot, *p);
-            if (t.p.matched_levels > p->levels.size() || !holds_more(t, *p)) co_return none;
-            co_return co_await restore_or_keep(pool, t, *p, judged);
+        // Files are named by the tokens they hold: the request's own tokens find them.
+        if (msg) {
+            msg->tenant = tenant;
+            if (!co_await place_tokens(pool, t.p.backend, *msg, chain)) msg.reset();
         }
-        // Another request is saving this prefix right now (a burst on one document): its file
-        // is what this slot needs, for less than computing the prefix again.
-        if (co_await wait_for_save(p->key)) log()->debug("waited for the save of {}", p->key);
-        // Leased before the lookup: from the decision to restore until the restore answered,
-        // no eviction (another request's snapshot making room) can delete this file.
-        auto lease = leases_.take(p->key);
-        const bool allowed = restores_allowed(t.p.backend);
-        const auto found = co_await find_file(t.p.backend, *p, allowed);
-        if (found && allowed) {
-            // The slot's own prefix goes first when it is worth keeping and not on disk yet.
-            // Restored, or failed and dropped: either way the request runs now; a failed file
-            // is replaced by a fresh snapshot on the next use.
-            const auto before = co_await save_reserved(pool, t, p->key, false);
-            remember(t.p.backend, *t.p.slot, *p);
-            auto a = co_await restore(pool, t, *p, found->row);
-            a.primed += before.primed;
-            a.judged = judged;
-            if (a.what == disk_action::kind::restored) {
-                a.from = found->from;
-                a.brought = found->brought;
-                a.shared = found->shared;
-            }
-            co_return a;
+        auto learned = learned_prefix(t.p.backend, chain, body, idx);
+        if (learned) learned->tenant = tenant;
+        if (msg && t.p.matched_levels >= msg->levels.size()) {  // the slot holds it
+            remember(t.p.backend, *t.p.slot, *msg);
+            if (t.p.matched_levels > msg->levels.size() || !holds_more(t, *msg)) co_return none;
+            co_return co_await restore_or_keep(pool, t, *msg, judged);
         }
-        lease.release();
-        remember(t.p.backend, *t.p.slot, *p);  // the request brings it there
+        co_return co_await miss(pool, t, std::move(msg), std::move(learned), chain, judged,
+                                fp.floating);
+    } catch (const std::exception& e) {
+        log()->warn("disk tier skipped for this request: {}", e.what());
+        if (msg && !msg->key.empty()) remember(t.p.backend, *t.p.slot, *msg);
+    }
+    co_return none;
+}
+
+// The slot does not hold the request's stable messages. Restores the longest file that holds a
+// prefix of the request's tokens (own directory, else a replica's or the shared tier's file of
+// the stable messages' tokens), then primes and saves a longer split point when one is due:
+// the learned one first when no file holds it (every later session that passes it can restore
+// it), else the stable messages once they were used snapshot_after_uses times.
+awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
+                                       std::optional<prefix> msg, std::optional<prefix> learned,
+                                       const cache::token_chain& chain, bool judged,
+                                       bool floating) {
+    disk_action none;
+    const auto cfg = src_.current();
+    const auto* primary = msg ? &*msg : learned ? &*learned : nullptr;
+    if (primary == nullptr) co_return none;
+    auto* idx = primary->index;
+    // Another request is saving this prefix right now (a burst on one document): its file
+    // is what this slot needs, for less than computing the prefix again.
+    if (co_await wait_for_save(primary->key)) log()->debug("waited for the save of {}", primary->key);
+    const bool allowed = restores_allowed(t.p.backend);
+    const auto identity = reg_.info(t.p.backend) ? reg_.info(t.p.backend)->identity : std::string();
+    std::optional<found_file> found;
+    cache::key_leases::lease lease;
+    if (allowed) {
+        const auto own = co_await on_index(index_ex_, [idx, identity, &chain] {
+            return idx->longest_prefix(identity, chain);
+        });
+        if (own) {
+            // Leased, then looked up again: no eviction deletes it from here to the restore.
+            lease = leases_.take(own->key);
+            auto again = co_await on_index(index_ex_, [idx, key = own->key] { return idx->find(key); });
+            if (again) found = found_file{std::move(*again), "", ""};
+        }
+        if (!found && msg) {
+            lease = leases_.take(msg->key);
+            found = co_await find_file(t.p.backend, *msg, true);
+        }
+    }
+    // The file to prime and save when due; a learned split point that a file already holds (or
+    // covers) is not.
+    const std::uint64_t have = found ? found->row.tokens : 0;
+    const bool rolls_back_only = [&] {
+        const auto info = reg_.info(t.p.backend);
+        return info && routing::rolls_back_to_checkpoints_only(info->architecture);
+    }();
+    const prefix* target = nullptr;
+    if (learned && learned->ids.size() > have &&
+        // A slot holding a longer prompt is cut back for free on a full-attention model; a
+        // hybrid one would recompute from its last checkpoint before the cut, which may be the
+        // start: primed only on a slot that shares nothing with the request, or right after a
+        // restore extends it.
+        (!rolls_back_only || found || t.p.matched_levels == 0) &&
+        // A floating request lands where llama-server finds the most of its prompt.
+        (!floating || static_cast<double>(learned->ids.size()) >
+                          2 * routing::floating_similarity * static_cast<double>(chain.size()))) {
+        target = &*learned;
+    }
+    if (msg) {
         std::uint64_t uses = 0;
         {
             std::lock_guard lock(mu_);
@@ -231,15 +342,48 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
                 const auto half = static_cast<std::ptrdiff_t>(uses_.size() / 2);
                 uses_.erase(uses_.begin(), std::next(uses_.begin(), half));
             }
-            uses = ++uses_[p->key];
+            uses = ++uses_[msg->key];
         }
-        if (found || !allowed || uses < src_.current()->cache.snapshot_after_uses) co_return none;
-        co_return co_await snapshot(pool, t, *p, false);
-    } catch (const std::exception& e) {
-        log()->warn("disk tier skipped for this request: {}", e.what());
-        remember(t.p.backend, *t.p.slot, *p);
+        if (!target && msg->ids.size() > have && uses >= cfg->cache.snapshot_after_uses &&
+            msg->ids.size() >= cfg->cache.min_prefix_tokens) {
+            target = &*msg;
+        }
     }
-    co_return none;
+    if (found && allowed) {
+        prefix f;
+        f.index = idx;
+        f.key = found->row.key;
+        f.ids.assign(chain.tokens().begin(),
+                     chain.tokens().begin() + static_cast<std::ptrdiff_t>(
+                                                  std::min<std::size_t>(found->row.tokens, chain.size())));
+        if (msg && msg->key == f.key) f.levels = msg->levels;
+        f.body = primary->body;
+        f.tenant = primary->tenant;
+        // The slot's own prefix goes first when it is worth keeping and not on disk yet.
+        // Restored, or failed and dropped: either way the request runs now; a failed file
+        // is replaced by a fresh snapshot on the next use.
+        const auto before = co_await save_reserved(pool, t, f.key, false);
+        if (msg) remember(t.p.backend, *t.p.slot, *msg);
+        auto a = co_await restore(pool, t, f, found->row);
+        a.primed += before.primed;
+        a.judged = judged;
+        if (a.what == disk_action::kind::restored) {
+            a.from = found->from;
+            a.brought = found->brought;
+            a.shared = found->shared;
+            lease.release();
+            if (target && a.tokens == found->row.tokens) {
+                const auto more = co_await snapshot(pool, t, *target, false);
+                a.primed += more.primed;
+                if (more.what == disk_action::kind::snapshotted) a.extended_to = more.tokens;
+            }
+        }
+        co_return a;
+    }
+    lease.release();
+    if (msg) remember(t.p.backend, *t.p.slot, *msg);  // the request brings it there
+    if (!allowed || !target) co_return none;
+    co_return co_await snapshot(pool, t, *target, false);
 }
 
 // Waits while another request holds a lease on `key`: it is saving the prefix (then its file is
@@ -315,20 +459,18 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
 awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::pool& pool,
                                                                     int backend,
                                                                     const json& messages,
-                                                                    const json& body) {
+                                                                    const json& body,
+                                                                    const std::vector<int>& full) {
     json part = body;
     part.erase("stream");
     part["messages"] = messages;
     part["add_generation_prompt"] = false;
-    json whole = body;
-    whole.erase("stream");
-    const auto full = co_await rendered_tokens(pool, backend, whole);
-    if (!full || full->empty()) co_return std::nullopt;
+    if (full.empty()) co_return std::nullopt;
     auto alone = co_await rendered_tokens(pool, backend, part);
     if (!alone) alone = co_await cut_before_stand_in(pool, backend, part);
     if (!alone) co_return std::nullopt;
     const auto& p = *alone;
-    if (p.empty() || p.size() >= full->size() || !std::equal(p.begin(), p.end(), full->begin())) {
+    if (p.empty() || p.size() >= full.size() || !std::equal(p.begin(), p.end(), full.begin())) {
         co_return std::nullopt;
     }
     co_return p;

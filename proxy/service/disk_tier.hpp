@@ -29,6 +29,8 @@
 #include "cache/leases.hpp"
 #include "cache/replica_file.hpp"
 #include "cache/rollback.hpp"
+#include "cache/split_points.hpp"
+#include "cache/token_key.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "net/beast.hpp"
@@ -49,6 +51,9 @@ struct shared_state;
 struct disk_action {
     enum class kind { none, restored, snapshotted, restore_failed } what = kind::none;
     std::uint64_t tokens = 0;  // tokens restored or primed
+    // restored: then primed further to this many tokens and saved (a longer split point than
+    // the file restored); 0 when not.
+    std::uint64_t extended_to = 0;
     std::string key;
     // Prompt tokens llama-server computed for warmslot's own work before this request: priming
     // the prefix for a snapshot, and priming the slot's previous prefix to save it before a
@@ -117,13 +122,22 @@ public:
 
     bool enabled_for(int backend) const;
 
-    // Before a chat request pinned to a slot runs: restore its stable prefix from disk when the
-    // slot does not hold it, or prime the slot with exactly that prefix and save it when it is
-    // long enough and not on disk yet. A file it saves is charged to `tenant` (the caller's):
-    // over that tenant's budget (cache.tenant_max_disk), that tenant's files are evicted.
+    // A chat request's prompt tokens as the backend renders them (/apply-template, /tokenize),
+    // chained under its identity; std::nullopt when the request is too short for any file, the
+    // tier is off for the backend, or the backend refuses to render it. Called before the
+    // slot's state is trusted: its calls are the first to meet a restarted backend.
+    awaitable<std::optional<cache::token_chain>> request_tokens(upstream::pool& pool, int backend,
+                                                                const routing::fingerprint& fp,
+                                                                const nlohmann::json& body);
+
+    // Before a chat request planned on a slot runs, with its tokens: restore the longest file
+    // that holds a prefix of them when the slot does not hold it, or prime the slot with a
+    // prefix worth a file (a learned split point, or the stable messages) and save it. A file it
+    // saves is charged to `tenant` (the caller's): over that tenant's budget
+    // (cache.tenant_max_disk), that tenant's files are evicted.
     awaitable<disk_action> prepare(upstream::pool& pool, routing::ticket& t,
                                    const routing::fingerprint& fp, const nlohmann::json& body,
-                                   std::string tenant);
+                                   const cache::token_chain& chain, std::string tenant);
 
     // A floating request (llama-server chooses its slot) whose planned slot now holds its
     // stable prefix: erases the idle slots llama-server would choose instead
@@ -174,8 +188,26 @@ public:
 
 private:
     struct prefix;  // service/disk_prefix.hpp
+    // The stable messages (before the final user turn) when their estimated tokens reach
+    // cache.min_prefix_tokens; its tokens and key are not known yet (place_tokens).
     std::optional<prefix> stable_prefix(int backend, const routing::fingerprint& fp,
                                         const nlohmann::json& body);
+    // The request's prompt tokens as the chat endpoint makes them, chained under the backend's
+    // identity.
+    awaitable<std::optional<cache::token_chain>> request_chain(upstream::pool& pool, int backend,
+                                                               const nlohmann::json& body);
+    // Fills p's tokens and key from its messages, when they render as a prefix of `chain`.
+    awaitable<bool> place_tokens(upstream::pool& pool, int backend, prefix& p,
+                                 const cache::token_chain& chain);
+    // The longest learned split point `chain` passes (recording it), as a prefix; std::nullopt
+    // when it has none of at least cache.min_prefix_tokens.
+    std::optional<prefix> learned_prefix(int backend, const cache::token_chain& chain,
+                                         const nlohmann::json& body, cache::index* idx);
+    // What a miss does once its tokens are known: restore the longest file, then prime and save
+    // a longer split point when one is due.
+    awaitable<disk_action> miss(upstream::pool& pool, routing::ticket& t,
+                                std::optional<prefix> msg, std::optional<prefix> learned,
+                                const cache::token_chain& chain, bool judged, bool floating);
     // The prefix's file in the backend's own index, else brought from another backend's slot
     // directory (service/disk_replicas.cpp).
     struct found_file {
@@ -215,7 +247,8 @@ private:
                                      routing::ticket& t, std::string file, std::uint64_t tokens);
     awaitable<std::optional<std::vector<int>>> prefix_tokens(upstream::pool& pool, int backend,
                                                              const nlohmann::json& messages,
-                                                             const nlohmann::json& body);
+                                                             const nlohmann::json& body,
+                                                             const std::vector<int>& full);
     awaitable<std::optional<std::vector<int>>> rendered_tokens(upstream::pool& pool, int backend,
                                                                const nlohmann::json& body);
     awaitable<std::optional<std::vector<int>>> cut_before_stand_in(upstream::pool& pool,
@@ -242,6 +275,7 @@ private:
     mutable std::mutex mu_;
     std::map<std::string, std::unique_ptr<cache::index>> indexes_;  // by slot directory; only grows
     std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)
+    cache::split_points splits_;                  // where prompts part ways, per identity
     cache::key_leases leases_;                    // keys being looked up, saved or restored
     std::map<int, cache::restore_judge> judges_;  // per backend: are restores useful there
     std::map<int, cache::save_backoff> save_backoff_;  // per backend: saves after failures

@@ -416,7 +416,8 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
 // sent_done when an answer was relayed; the planned backend's index when it showed a sign of
 // a restart (`may_recheck`: a dead pooled connection under a request planned on a slot, pinned
 // or floating, or a refused connect) and nothing was sent; sent_failed when no backend could be
-// reached. One the disk tier's calls met is checked in place.
+// reached. A dead connection met by the calls for the request's tokens counts as such a sign;
+// one the disk tier's later calls met is checked in place.
 awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_state& st,
                               routing::reservation& r, const prompt_view& view,
                               const nlohmann::json* body, std::int64_t waited_ms, bool may_recheck,
@@ -453,12 +454,21 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         out.disk = disk_action{};
         out.disk.primed = primed;
         const auto stale_before = pool.stale_count(b.host, b.port);
+        const bool tiered = slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp);
+        // The request's tokens first: those calls are the first to meet a backend that
+        // restarted since the plan (closed pooled connections), and then what the plan believed
+        // of the slot is checked and the request planned again before anything is done to it.
+        std::optional<cache::token_chain> chain;
+        if (tiered) chain = co_await disk_->request_tokens(pool, static_cast<int>(i), *fp, *view.chat());
+        if (slot && may_recheck && pool.stale_count(b.host, b.port) != stale_before) {
+            co_return static_cast<int>(i);
+        }
         if (slot && !lora && cfg.routing.enabled) {
             co_await clear_adapter_kv(pool, cfg, static_cast<int>(i), t, !takes_id_slot(shape));
         }
-        if (slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp)) {
+        if (tiered && chain) {
             r.preparing(true);
-            out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat(),
+            out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat(), *chain,
                                                out.caller ? out.caller->tenant : std::string());
             // Nothing done to the slot: it is not being prepared (a floating request waiting
             // for its turn below must not be taken for one preparing its prefix).
