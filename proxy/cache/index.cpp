@@ -37,6 +37,13 @@ constexpr const char* migrations[] = {
     // 2: the tenant a file is charged to; files of older versions belong to the default one.
     "ALTER TABLE snapshots ADD COLUMN tenant TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX snapshots_tenant ON snapshots(tenant);",
+    // 3: split points learned from traffic (cache/split_points.hpp).
+    "CREATE TABLE split_points ("
+    "  identity TEXT NOT NULL,"
+    "  hash INTEGER NOT NULL,"
+    "  blocks INTEGER NOT NULL,"
+    "  last_passed INTEGER NOT NULL,"
+    "  PRIMARY KEY (identity, hash));",
 };
 static_assert(std::size(migrations) == index::schema_version);
 
@@ -458,6 +465,41 @@ std::vector<std::string> index::enforce_tenant_budget(const std::string& tenant,
     auto dropped = tenant_evictions(files, tenant, budget, pinned);
     for (const auto& key : dropped) drop_locked(key);
     return dropped;
+}
+
+void index::put_split(const split_row& r, std::size_t keep) {
+    std::lock_guard lock(mu_);
+    transaction tx(db_, db_path_);
+    {
+        statement put(db_, db_path_, "put a split point",
+                      "INSERT OR REPLACE INTO split_points (identity, hash, blocks, last_passed)"
+                      " VALUES (?1, ?2, ?3, ?4)");
+        // The hash is stored as its two's complement: SQLite integers are signed.
+        put.bind_text(1, r.identity)
+            .bind_int(2, static_cast<std::int64_t>(r.hash))
+            .bind_uint(3, r.blocks)
+            .bind_int(4, r.last_passed)
+            .run();
+        statement trim(db_, db_path_, "trim split points",
+                       "DELETE FROM split_points WHERE identity = ?1 AND hash NOT IN"
+                       " (SELECT hash FROM split_points WHERE identity = ?1"
+                       "  ORDER BY last_passed DESC LIMIT ?2)");
+        trim.bind_text(1, r.identity).bind_uint(2, keep).run();
+    }
+    tx.commit();
+}
+
+std::vector<split_row> index::splits() const {
+    std::lock_guard lock(mu_);
+    statement st(db_, db_path_, "read split points",
+                 "SELECT identity, hash, blocks, last_passed FROM split_points"
+                 " ORDER BY last_passed");
+    std::vector<split_row> out;
+    while (st.step()) {
+        out.push_back({st.text(0), static_cast<std::uint64_t>(st.integer(1)), st.uinteger(2),
+                       st.integer(3)});
+    }
+    return out;
 }
 
 std::vector<snapshot> index::all() const {

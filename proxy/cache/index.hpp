@@ -40,9 +40,18 @@ struct snapshot {
                                  // budget it counts against (docs/security.md)
 };
 
+// A split point where prompts of `identity` part ways (cache/split_points.hpp): `hash` the chain
+// entry of its last block, `blocks` its length in blocks.
+struct split_row {
+    std::string identity;
+    std::uint64_t hash = 0;
+    std::uint64_t blocks = 0;
+    std::int64_t last_passed = 0;  // unix seconds
+};
+
 class index {
   public:
-    static constexpr int schema_version = 2;
+    static constexpr int schema_version = 3;
 
     // Opens (creating or migrating) the database at `db_path` and reconciles it with the files
     // in `slot_dir` whose names start with "ws-" and end with ".bin": rows whose file is missing
@@ -90,6 +99,13 @@ class index {
     std::size_t sweep_unindexed(const std::vector<std::string>& held);
 
     std::vector<snapshot> all() const;
+
+    // Split points kept with the files, so that a restart does not forget where prompts part
+    // ways: inserts or replaces `r`, then keeps that identity's `keep` most recently passed.
+    void put_split(const split_row& r, std::size_t keep);
+    // Every kept split point, least recently passed first.
+    std::vector<split_row> splits() const;
+
     const std::filesystem::path& slot_dir() const { return slot_dir_; }
 
   private:

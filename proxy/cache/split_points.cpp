@@ -29,14 +29,19 @@ void split_points::add(const std::string& identity, std::uint64_t hash, std::siz
 }
 
 std::size_t split_points::observe(const std::string& identity,
-                                  std::span<const std::uint64_t> blocks, std::uint64_t now) {
+                                  std::span<const std::uint64_t> blocks, std::uint64_t now,
+                                  std::vector<made>* made_now) {
     auto& id = by_identity_[identity];
     const std::size_t need = limits_.min_continuation_blocks;
     bool replaced = false;
     for (auto it = id.prompts.begin(); it != id.prompts.end();) {
         const std::size_t common = common_blocks(*it, blocks);
         if (common > 0 && it->size() >= common + need && blocks.size() >= common + need) {
-            auto& p = id.points[blocks[common - 1]];
+            auto [at, fresh] = id.points.try_emplace(blocks[common - 1]);
+            auto& p = at->second;
+            if (made_now != nullptr && (fresh || p.at != common)) {
+                made_now->push_back({blocks[common - 1], common});
+            }
             p.at = common;
             p.last_passed = now;
         }

@@ -28,11 +28,18 @@ public:
     split_points() = default;
     explicit split_points(limits l) : limits_(l) {}
 
+    // A split point made by observe(): `at` blocks, `hash` the chain entry of its last block.
+    struct made {
+        std::uint64_t hash = 0;
+        std::size_t at = 0;
+    };
+
     // Records a prompt (its block chain, cache::token_chain::blocks()) and returns the longest
     // split point it passes, in blocks (0: none), counting one it makes with a remembered prompt
-    // now. The prompt replaces a remembered one it extends.
+    // now; the points it makes that were not known are appended to `made_now` (when given).
+    // The prompt replaces a remembered one it extends.
     std::size_t observe(const std::string& identity, std::span<const std::uint64_t> blocks,
-                        std::uint64_t now);
+                        std::uint64_t now, std::vector<made>* made_now = nullptr);
 
     // The longest known split point `blocks` passes, in blocks (0: none). Does not record.
     std::size_t longest_passed(const std::string& identity,

@@ -98,8 +98,12 @@ void disk_tier::open_indexes(const config::config& cfg) {
         const std::filesystem::path dir(b.slot_save_path);
         // warmslot makes the directory of a backend it starts; another's is the user's to make.
         if (b.supervised()) std::filesystem::create_directories(dir);
-        indexes_[b.slot_save_path] =
-            std::make_unique<cache::index>(dir / "warmslot-index.sqlite", dir);
+        auto idx = std::make_unique<cache::index>(dir / "warmslot-index.sqlite", dir);
+        for (const auto& r : idx->splits()) {
+            splits_.add(r.identity, r.hash, static_cast<std::size_t>(r.blocks),
+                        static_cast<std::uint64_t>(std::max<std::int64_t>(r.last_passed, 0)));
+        }
+        indexes_[b.slot_save_path] = std::move(idx);
     }
 }
 
@@ -196,10 +200,26 @@ awaitable<std::optional<cache::token_chain>> disk_tier::request_chain(upstream::
 
 awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefix& p,
                                         const cache::token_chain& chain) {
-    auto ids = co_await prefix_tokens(pool, backend, p.messages, *p.body, chain.tokens());
-    if (!ids) co_return false;
-    p.key = chain.key_at(ids->size());
-    p.ids = std::move(*ids);
+    // The same messages (and what else reaches the template: their fingerprint) render the same
+    // tokens: after the first time, their count is enough, and their tokens are the request's.
+    const auto info = reg_.info(backend);
+    const std::string memo =
+        fmt::format("{}\n{:016x}", info ? info->identity : std::string(), p.levels.back().hash);
+    std::size_t n = 0;
+    {
+        std::lock_guard lock(mu_);
+        if (const auto it = placed_.find(memo); it != placed_.end()) n = it->second;
+    }
+    if (n == 0 || n >= chain.size()) {
+        const auto ids = co_await prefix_tokens(pool, backend, p.messages, *p.body, chain.tokens());
+        if (!ids) co_return false;
+        n = ids->size();
+        std::lock_guard lock(mu_);
+        if (placed_.size() >= 4096) placed_.clear();  // bounded; refilled by the next requests
+        placed_[memo] = n;
+    }
+    p.key = chain.key_at(n);
+    p.ids.assign(chain.tokens().begin(), chain.tokens().begin() + static_cast<std::ptrdiff_t>(n));
     co_return true;
 }
 
@@ -210,9 +230,22 @@ std::optional<disk_tier::prefix> disk_tier::learned_prefix(int backend,
     const auto info = reg_.info(backend);
     if (!info || idx == nullptr) return std::nullopt;
     std::size_t blocks = 0;
+    std::vector<cache::split_points::made> made;
+    const auto now = unix_now();
     {
         std::lock_guard lock(mu_);
-        blocks = splits_.observe(info->identity, chain.blocks(), static_cast<std::uint64_t>(unix_now()));
+        blocks = splits_.observe(info->identity, chain.blocks(), static_cast<std::uint64_t>(now),
+                                 &made);
+    }
+    // Kept with the index, off the request's path: a restart of warmslot keeps what it learned.
+    for (const auto& m : made) {
+        net::post(index_ex_, [idx, row = cache::split_row{info->identity, m.hash, m.at, now}] {
+            try {
+                idx->put_split(row, cache::split_points::limits{}.points);
+            } catch (const std::exception& e) {
+                log()->warn("split point not kept: {}", e.what());
+            }
+        });
     }
     const std::size_t n = blocks * cache::token_block;
     if (n == 0 || n >= chain.size() || n < src_.current()->cache.min_prefix_tokens) {

@@ -276,6 +276,7 @@ private:
     std::map<std::string, std::unique_ptr<cache::index>> indexes_;  // by slot directory; only grows
     std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)
     cache::split_points splits_;                  // where prompts part ways, per identity
+    std::map<std::string, std::size_t> placed_;   // identity + stable messages' hash -> tokens
     cache::key_leases leases_;                    // keys being looked up, saved or restored
     std::map<int, cache::restore_judge> judges_;  // per backend: are restores useful there
     std::map<int, cache::save_backoff> save_backoff_;  // per backend: saves after failures

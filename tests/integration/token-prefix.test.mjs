@@ -1,10 +1,13 @@
 // Files keyed by tokens, against real llama-server processes: where prompts of different sessions
 // part ways inside one message (no message boundary there), warmslot learns the split point and
-// saves the common part, which a later session restores after a llama-server restart; a file saved
-// from one API shape restores for another that renders the same tokens.
+// saves the common part, which a later session restores after a llama-server restart; the split
+// point itself is kept with the index across a warmslot restart; a file saved from one API shape
+// restores for another that renders the same tokens.
 import { test } from 'node:test';
+import fs from 'node:fs';
+import path from 'node:path';
 import assert from 'node:assert/strict';
-import { getJson, postJson, restartLlama, startLlama } from './lib/llama.mjs';
+import { getJson, postJson, restartLlama, snapshotFiles, startLlama } from './lib/llama.mjs';
 import { waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
@@ -104,3 +107,34 @@ for (const arch of ['llama', 'qwen35']) {
     }
   });
 }
+
+// Where sessions part ways is kept with the slot directory's index: after warmslot restarts (and
+// the file of the common part is gone), the next session that passes the split point primes and
+// saves the common part again without two new sessions to learn it from.
+test('llama: a learned split point survives a warmslot restart', { timeout: 300000 }, async () => {
+  let llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
+  const backends = [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }];
+  let ws = await startWarmslot({ backends, extra: settings });
+  try {
+    await routed(ws);
+    const common = makeDocument(760, 5000);
+    const session = (n) => ({
+      messages: [{ role: 'user', content: `${common}\n\nTask ${n}: ${makeDocument(761 + n, 600)}` }],
+      max_tokens: 4, temperature: 0, seed: 42,
+    });
+    await send(llama, ws, '/v1/chat/completions', session(1));
+    const second = await send(llama, ws, '/v1/chat/completions', session(2));
+    const saved = second.disk.match(/^snapshot (\d+) tokens/);
+    assert.ok(saved, second.disk);
+    await ws.stop();
+    for (const f of snapshotFiles(llama.saveDir)) fs.rmSync(path.join(llama.saveDir, f));
+    llama = await restartLlama(llama);
+    ws = await startWarmslot({ backends, extra: settings });
+    await routed(ws);
+    const third = await send(llama, ws, '/v1/chat/completions', session(3));
+    assert.equal(third.disk, `snapshot ${saved[1]} tokens`, 'the split point learned before the restart');
+  } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});

@@ -135,7 +135,7 @@ TEST_CASE("cache index: open creates the schema in WAL mode") {
     }
     raw_db raw(dir.db);
     CHECK(raw.query("PRAGMA journal_mode") == "wal");
-    CHECK(raw.query("SELECT value FROM meta WHERE name = 'schema_version'") == "2");
+    CHECK(raw.query("SELECT value FROM meta WHERE name = 'schema_version'") == "3");
     CHECK(raw.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'") ==
           "snapshots");
     CHECK(raw.query("SELECT sql FROM sqlite_master WHERE type = 'index'"
@@ -257,7 +257,7 @@ TEST_CASE("cache index: a database from a newer warmslot is refused") {
         message = e.what();
     }
     CHECK(message ==
-          "index " + dir.db.string() + " has schema version 99; this warmslot knows up to 2");
+          "index " + dir.db.string() + " has schema version 99; this warmslot knows up to 3");
     raw_db raw(dir.db);
     CHECK(raw.query("SELECT value FROM meta WHERE name = 'schema_version'") == "99");
 }
@@ -418,4 +418,29 @@ TEST_CASE("index: the longest file holding a prefix of a request's tokens") {
     const auto shorter = idx.longest_prefix(id, warmslot::cache::token_chain(id, parted));
     REQUIRE(shorter);
     CHECK(shorter->tokens == 1000);
+}
+
+TEST_CASE("index: split points are kept across opens, the most recently passed per identity") {
+    temp_dir d;
+    {
+        index_t idx(d.db, d.slots);
+        CHECK(idx.splits().empty());
+        // Hashes above 2^63 survive SQLite's signed integers.
+        idx.put_split({"a", 0xfedcba9876543210ull, 10, 100}, 2);
+        CHECK(idx.splits().at(0).hash == 0xfedcba9876543210ull);
+        idx.put_split({"a", 2, 20, 300}, 2);
+        idx.put_split({"b", 3, 5, 50}, 2);
+        idx.put_split({"a", 4, 30, 200}, 2);  // a's oldest (passed at 100) goes
+        idx.put_split({"a", 2, 21, 400}, 2);  // the same point again: replaced, not added
+    }
+    index_t again(d.db, d.slots);
+    const auto rows = again.splits();
+    REQUIRE(rows.size() == 3);
+    CHECK(rows[0].identity == "b");
+    CHECK(rows[1].identity == "a");
+    CHECK(rows[1].hash == 4);
+    CHECK(rows[1].blocks == 30);
+    CHECK(rows[2].hash == 2);
+    CHECK(rows[2].blocks == 21);
+    CHECK(rows[2].last_passed == 400);
 }

@@ -189,7 +189,7 @@ TEST_CASE(
     REQUIRE(sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE name = 'schema_version'", -1, &st,
                                nullptr) == SQLITE_OK);
     REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-    CHECK(sqlite3_column_int(st, 0) == 2);
+    CHECK(sqlite3_column_int(st, 0) == index_t::schema_version);
     sqlite3_finalize(st);
     sqlite3_close(db);
 }

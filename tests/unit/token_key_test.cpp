@@ -117,3 +117,20 @@ TEST_CASE("split points are per identity, bounded, and learned from files too") 
     CHECK(sp.longest_passed("d", token_chain("d", cat(run(7, 64 * 30), run(1, 10))).blocks()) == 30);
     CHECK(sp.longest_passed("d", token_chain("d", run(7, 64 * 29)).blocks()) == 0);
 }
+
+TEST_CASE("split points: observe reports the points it makes, once") {
+    const auto system = run(0, 640);
+    split_points sp;
+    std::vector<split_points::made> made;
+    sp.observe("m", token_chain("m", cat(system, run(10'000, 500))).blocks(), 1, &made);
+    CHECK(made.empty());
+    const token_chain second("m", cat(system, run(20'000, 500)));
+    sp.observe("m", second.blocks(), 2, &made);
+    REQUIRE(made.size() == 1);
+    CHECK(made[0].at == 10);
+    CHECK(made[0].hash == second.blocks()[9]);
+    made.clear();
+    // A third session passes the same point: nothing new to keep.
+    CHECK(sp.observe("m", token_chain("m", cat(system, run(30'000, 500))).blocks(), 3, &made) == 10);
+    CHECK(made.empty());
+}
