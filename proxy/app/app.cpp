@@ -123,7 +123,7 @@ private:
     one_thread control_;                  // reloads: file reads, index opens
     routing::registry registry_;
     service::monitor monitor_;
-    service::disk_tier disk_;
+    tier::disk_tier disk_;
     service::pipeline pipeline_;
     http_server::server server_;
     net::signal_set signals_;

@@ -46,7 +46,7 @@ awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
             co_await fail(ex, out, api::error_kind::not_found, "unknown backend \"" + *only + "\"");
             co_return;
         }
-        save_report all;
+        tier::save_report all;
         for (int b : chosen) {
             auto one = co_await disk_->save_valuable(pool, b);
             all.slots.insert(all.slots.end(), one.slots.begin(), one.slots.end());
@@ -68,11 +68,11 @@ awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
         const auto& w = std::get<api::warm_request>(parsed);
         auto result = co_await disk_->warm(pool, api::warm_chat_body(w, warm_question), w.model,
                                            out.caller ? out.caller->tenant : std::string());
-        if (auto* e = std::get_if<warm_error>(&result)) {
+        if (auto* e = std::get_if<tier::warm_error>(&result)) {
             co_await fail(ex, out, e->kind, std::move(e->message));
             co_return;
         }
-        const auto& r = std::get<slot_report>(result);
+        const auto& r = std::get<tier::slot_report>(result);
         report = to_json(r);
         out.backend = r.backend;
         out.slot = r.slot;

@@ -43,7 +43,7 @@ std::string warm_preview(const std::string& body) {
 }
 
 std::vector<status::disk_dir> disk_dirs(const config::config& cfg,
-                                        std::vector<disk_listing> listed) {
+                                        std::vector<tier::disk_listing> listed) {
     std::vector<status::disk_dir> out;
     for (auto& l : listed) {
         status::disk_dir d{l.dir, {}, cfg.cache.max_disk, std::move(l.files)};

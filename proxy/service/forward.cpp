@@ -451,7 +451,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         // What the disk tier did is this backend's, this round's: an earlier try's restore must
         // not reach this answer's headers or the restore judge (its priming was still done).
         const auto primed = out.disk.primed;
-        out.disk = disk_action{};
+        out.disk = tier::disk_action{};
         out.disk.primed = primed;
         const auto stale_before = pool.stale_count(b.host, b.port);
         const bool tiered = slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp);
@@ -472,7 +472,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                                                out.caller ? out.caller->tenant : std::string());
             // Nothing done to the slot: it is not being prepared (a floating request waiting
             // for its turn below must not be taken for one preparing its prefix).
-            if (out.disk.what == disk_action::kind::none && out.disk.primed == 0) r.preparing(false);
+            if (out.disk.what == tier::disk_action::kind::none && out.disk.primed == 0) r.preparing(false);
         }
         // The disk tier's calls met a closed pooled connection and went on over a new one: the
         // backend may have restarted. What they did to this slot was done on the backend as it
@@ -535,7 +535,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                 reg_.sending(t, clock::now());
                 // A slot the disk tier worked on stays marked until llama-server has started
                 // the request there: a request placed by llama-server could take it first.
-                const bool worked = out.disk.what != disk_action::kind::none || out.disk.primed > 0;
+                const bool worked = out.disk.what != tier::disk_action::kind::none || out.disk.primed > 0;
                 r.preparing(worked);
                 st.on_started = [&r] { r.preparing(false); };
             }

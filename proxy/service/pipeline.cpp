@@ -26,7 +26,7 @@ std::shared_ptr<spdlog::logger> access_log() {
 }  // namespace
 
 pipeline::pipeline(const config::source& src, http_server::workers& w, routing::registry& reg,
-                   disk_tier* disk)
+                   tier::disk_tier* disk)
     : src_(src), reg_(reg), disk_(disk), rewriter_(src.current()->rewrite) {
     for (std::size_t i = 0; i < w.size(); ++i) {
         // Workers are stopped explicitly: their idle connections may keep a timer armed.

@@ -22,7 +22,7 @@
 #include "rewrite/rewrite.hpp"
 #include "routing/registry.hpp"
 #include "routing/reservation.hpp"
-#include "service/disk_tier.hpp"
+#include "tier/disk_tier.hpp"
 #include "status/activity.hpp"
 #include "upstream/pool.hpp"
 
@@ -56,7 +56,7 @@ struct outcome {
     bool streamed = false;
     std::string route;        // X-Warmslot-Route as sent
     std::optional<int> slot;  // pinned slot
-    disk_action disk;         // what the disk tier did before the request ran
+    tier::disk_action disk;         // what the disk tier did before the request ran
     std::string rewrites;     // X-Warmslot-Rewrites as sent ("" when no rule applies)
     std::string waited;       // why the request waited before it was planned, and how long
 };
@@ -105,7 +105,7 @@ class pipeline {
 public:
     // `disk` may be null (no disk tier).
     pipeline(const config::source& src, http_server::workers& w, routing::registry& reg,
-             disk_tier* disk = nullptr);
+             tier::disk_tier* disk = nullptr);
     ~pipeline();
     awaitable<void> handle(http_server::exchange& ex);
     // The server's screen: whether a request's body is worth reading (false: it needs an API
@@ -173,7 +173,7 @@ private:
 
     const config::source& src_;
     routing::registry& reg_;
-    disk_tier* disk_;
+    tier::disk_tier* disk_;
     starter* starter_ = nullptr;
     http_server::refusal_counts* refusals_ = nullptr;
     rewrite::rewriter rewriter_;

@@ -1,7 +1,7 @@
 // What naming a request by its tokens costs per request: the two calls the disk tier makes to
 // llama-server for every request long enough for a file (POST /apply-template with the request,
 // then POST /tokenize of the rendered prompt with special tokens added and parsed, exactly as
-// proxy/service/disk_tier.cpp sends them), on a 20K- and a 100K-token prompt, idle and with one
+// proxy/tier/disk_tier.cpp sends them), on a 20K- and a 100K-token prompt, idle and with one
 // core kept busy. Hashing the tokens into their block chain is measured by
 // build/tests/bench/fingerprint_bench (pure code); this prints the calls' time and the hash time
 // beside it when that binary is built.

@@ -7,9 +7,9 @@
 
 #include "routing/fingerprint.hpp"
 #include "routing/reservation.hpp"
-#include "service/disk_prefix.hpp"
+#include "tier/disk_prefix.hpp"
 
-namespace warmslot::service {
+namespace warmslot::tier {
 using namespace disk_detail;
 
 namespace {
@@ -274,4 +274,4 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
                      "priming or saving the slot failed on backend " + name + " (see the log)");
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier

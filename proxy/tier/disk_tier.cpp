@@ -1,4 +1,4 @@
-#include "service/disk_prefix.hpp"
+#include "tier/disk_prefix.hpp"
 
 #include "util/log.hpp"
 
@@ -21,7 +21,7 @@
 #include "cache/slot_file.hpp"
 #include "upstream/llama_client.hpp"
 
-namespace warmslot::service {
+namespace warmslot::tier {
 using namespace disk_detail;
 
 namespace {
@@ -562,4 +562,4 @@ awaitable<std::optional<std::vector<int>>> disk_tier::tokens_of(upstream::pool& 
     }
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier

@@ -19,9 +19,9 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "cache/shared_tier.hpp"
-#include "service/disk_prefix.hpp"
+#include "tier/disk_prefix.hpp"
 
-namespace warmslot::service {
+namespace warmslot::tier {
 using namespace disk_detail;
 
 namespace {
@@ -264,4 +264,4 @@ void disk_tier::publish(int backend, const cache::snapshot& s, const std::filesy
     });
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier

@@ -11,9 +11,9 @@
 #include <map>
 
 #include "cache/replica_file.hpp"
-#include "service/disk_prefix.hpp"
+#include "tier/disk_prefix.hpp"
 
-namespace warmslot::service {
+namespace warmslot::tier {
 using namespace disk_detail;
 
 // Every other slot directory with an open index, named after a backend that uses it (one of
@@ -122,4 +122,4 @@ awaitable<void> disk_tier::index_brought(const prefix& p, cache::snapshot& row) 
     });
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier

@@ -1,4 +1,4 @@
-// The stable prefix of one request, as the disk tier handles it. Internal to service/disk_*.
+// The stable prefix of one request, as the disk tier handles it. Internal to tier/.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,10 +9,10 @@
 #include <mutex>
 #include <string_view>
 
-#include "service/disk_tier.hpp"
+#include "tier/disk_tier.hpp"
 #include "util/log.hpp"
 
-namespace warmslot::service {
+namespace warmslot::tier {
 
 namespace disk_detail {
 
@@ -69,4 +69,4 @@ struct disk_tier::prefix {
     std::string tenant;                       // whose request: its file is charged to them
 };
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier

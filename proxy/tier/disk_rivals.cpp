@@ -9,10 +9,10 @@
 
 #include "routing/observations.hpp"
 #include "routing/planner.hpp"
-#include "service/disk_prefix.hpp"
+#include "tier/disk_prefix.hpp"
 #include "upstream/llama_client.hpp"
 
-namespace warmslot::service {
+namespace warmslot::tier {
 using namespace disk_detail;
 
 namespace {
@@ -49,4 +49,4 @@ awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::tic
     }
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier

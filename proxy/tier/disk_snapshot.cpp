@@ -9,11 +9,11 @@
 
 #include "api/timings.hpp"
 #include "routing/observations.hpp"
-#include "service/disk_prefix.hpp"
+#include "tier/disk_prefix.hpp"
 #include "upstream/llama_client.hpp"
 #include "util/log.hpp"
 
-namespace warmslot::service {
+namespace warmslot::tier {
 using namespace disk_detail;
 
 namespace {
@@ -272,4 +272,4 @@ void disk_tier::check(int backend, const disk_action& a, const std::optional<api
                 cache::restore_judge::useless_limit, a.tokens, s->cached, pause.count());
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier

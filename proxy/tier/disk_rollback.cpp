@@ -1,12 +1,12 @@
 // A slot that holds a request's stable prefix and more: keep it for llama-server's rollback, or
 // restore the prefix's file into it first (cache/rollback.hpp says why either can be cheaper).
-#include "service/disk_prefix.hpp"
+#include "tier/disk_prefix.hpp"
 
 #include "routing/observations.hpp"
 
 #include <fmt/format.h>
 
-namespace warmslot::service {
+namespace warmslot::tier {
 using namespace disk_detail;
 
 bool disk_tier::holds_more(const routing::ticket& t, const prefix& p) const {
@@ -67,4 +67,4 @@ awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing:
     co_return a;
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier

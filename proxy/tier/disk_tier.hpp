@@ -41,7 +41,7 @@ namespace boost::asio {
 class thread_pool;
 }
 
-namespace warmslot::service {
+namespace warmslot::tier {
 
 namespace disk_detail {
 struct shared_state;
@@ -160,7 +160,7 @@ public:
     }
 
     // The shared tier's calls since start, by "op/result" (op: publish or fetch), and the
-    // entries this warmslot evicted there (service/disk_shared.cpp).
+    // entries this warmslot evicted there (tier/disk_shared.cpp).
     std::map<std::string, std::uint64_t> shared_files_total() const;
     std::uint64_t shared_evictions_total() const;
 
@@ -178,7 +178,7 @@ public:
     awaitable<std::variant<slot_report, warm_error>> warm(upstream::pool& pool, nlohmann::json body,
                                                           std::string model, std::string tenant);
 
-    // Every open index's files, read on the index thread (service/disk_listing.cpp).
+    // Every open index's files, read on the index thread (tier/disk_listing.cpp).
     awaitable<std::vector<disk_listing>> listing();
 
     // Called after each restore that loaded a file, with the backend and the restore's wall
@@ -187,7 +187,7 @@ public:
     void on_restore(restore_fn f) { on_restore_ = std::move(f); }
 
 private:
-    struct prefix;  // service/disk_prefix.hpp
+    struct prefix;  // tier/disk_prefix.hpp
     // The stable messages (before the final user turn) when their estimated tokens reach
     // cache.min_prefix_tokens; its tokens and key are not known yet (place_tokens).
     std::optional<prefix> stable_prefix(int backend, const routing::fingerprint& fp,
@@ -209,7 +209,7 @@ private:
                                 std::optional<prefix> msg, std::optional<prefix> learned,
                                 const cache::token_chain& chain, bool judged, bool floating);
     // The prefix's file in the backend's own index, else brought from another backend's slot
-    // directory (service/disk_replicas.cpp).
+    // directory (tier/disk_replicas.cpp).
     struct found_file {
         cache::snapshot row;
         std::string from;     // the other backend ("" our own directory)
@@ -220,7 +220,7 @@ private:
     awaitable<std::optional<found_file>> from_replica(int backend, const prefix& p);
     std::uint64_t room_for(const prefix& p) const;
     awaitable<void> index_brought(const prefix& p, cache::snapshot& row);
-    // From the shared tier, and publishing to it after a save (service/disk_shared.cpp).
+    // From the shared tier, and publishing to it after a save (tier/disk_shared.cpp).
     awaitable<std::optional<found_file>> from_shared(int backend, const prefix& p);
     void publish(int backend, const cache::snapshot& s, const std::filesystem::path& file);
     struct other_index {
@@ -232,7 +232,7 @@ private:
     awaitable<disk_action> restore(upstream::pool& pool, routing::ticket& t, const prefix& p,
                                    const cache::snapshot& s);
     // The slot holds p and more: restore p's file, or keep the slot for a rollback, whichever
-    // is expected to cost less (service/disk_rollback.cpp).
+    // is expected to cost less (tier/disk_rollback.cpp).
     bool holds_more(const routing::ticket& t, const prefix& p) const;
     awaitable<bool> wait_for_save(const std::string& key);
     awaitable<disk_action> restore_or_keep(upstream::pool& pool, routing::ticket& t,
@@ -288,7 +288,7 @@ private:
     restore_fn on_restore_;
     std::shared_ptr<disk_detail::shared_state> shared_;
     // Two threads for the shared tier's calls, started by the first one (none without
-    // cache.shared_dir): service/disk_shared.cpp.
+    // cache.shared_dir): tier/disk_shared.cpp.
     std::once_flag shared_started_;
     std::unique_ptr<boost::asio::thread_pool> shared_pool_;
     net::any_io_executor shared_executor();
@@ -305,4 +305,4 @@ private:
     std::optional<remembered> remembered_at(int backend, int slot) const;
 };
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier

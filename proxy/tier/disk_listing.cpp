@@ -1,8 +1,8 @@
 // The disk tier's files for the dashboard: read from every open index on the index thread
 // (SQLite blocks), never on an I/O worker.
-#include "service/disk_prefix.hpp"
+#include "tier/disk_prefix.hpp"
 
-namespace warmslot::service {
+namespace warmslot::tier {
 using namespace disk_detail;
 
 awaitable<std::vector<disk_listing>> disk_tier::listing() {
@@ -27,4 +27,4 @@ awaitable<std::vector<disk_listing>> disk_tier::listing() {
     });
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::tier
