@@ -57,6 +57,10 @@ std::string shared_tag();
 struct disk_tier::prefix {
     std::string key;                          // the key of its tokens (cache/token_key.hpp)
     std::vector<int> ids;                     // its tokens, as the request's prompt begins
+    // On a model that rolls back only to context checkpoints: where the request's last user
+    // message starts, when that lies inside the prefix (0: not). The priming stops there first,
+    // so the slot gets the checkpoint llama-server makes there for the request itself.
+    std::size_t checkpoint_at = 0;
     // The message levels it covers when it ends where the request's final user turn starts
     // (the stable messages); empty for a prefix that ends at a learned split point.
     std::vector<routing::prefix_level> levels;

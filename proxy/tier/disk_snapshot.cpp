@@ -106,6 +106,20 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         }
         reg_.set_held(t, {}, 0);
     }
+    // First up to where the request's last user message starts (on a hybrid model): the slot
+    // then has the context checkpoint llama-server makes there for the request itself, which
+    // a later question or session that parts from this prefix rolls back to.
+    std::uint64_t first_primed = 0;
+    if (p.checkpoint_at > 0 && p.checkpoint_at < tokens->size()) {
+        const std::vector<int> head(tokens->begin(),
+                                    tokens->begin() + static_cast<std::ptrdiff_t>(p.checkpoint_at));
+        json first = {{"prompt", head}, {"n_predict", 1}, {"id_slot", *t.p.slot},
+                      {"cache_prompt", true}, {"temperature", 0}};
+        const auto r = co_await upstream::call(pool, b, http::verb::post, "/completion",
+                                               first.dump(), cfg->timeouts.upstream_response);
+        const auto stats = r.status == 200 ? api::find_prompt_stats(r.body) : std::nullopt;
+        if (stats) first_primed = static_cast<std::uint64_t>(std::max(0L, stats->processed));
+    }
     // The slot now gets exactly the prefix: what the request would compute first anyway.
     json prime = {{"prompt", *tokens}, {"n_predict", 1}, {"id_slot", *t.p.slot},
                   {"cache_prompt", true}, {"temperature", 0}};
@@ -119,8 +133,9 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     const auto seen = primed.ec ? slot_seen{} : co_await look_at_slot(pool, b, *t.p.slot, tokens->size());
     if (!primed.ec) {
         // The priming's prefill, from its timings or else from the slot's own count.
-        a.primed = prime_stats ? static_cast<std::uint64_t>(std::max(0L, prime_stats->processed))
-                               : seen.processed;
+        a.primed = first_primed +
+                   (prime_stats ? static_cast<std::uint64_t>(std::max(0L, prime_stats->processed))
+                                : seen.processed);
         primed_total_.fetch_add(a.primed, std::memory_order_relaxed);
     }
     if (!seen.holds) {

@@ -162,20 +162,34 @@ bool disk_tier::enabled_for(int backend) const {
     return backend >= 0 && index_for(backend) != nullptr;
 }
 
-// The part before the final user turn, when it is long enough to be worth a file.
+namespace {
+
+// Whether text of `bytes` bytes may render to `tokens` tokens or more. A token holds at least one
+// byte of the text; the chat template adds its own (role headers, special tokens, a default
+// system prompt), bounded here by template_tokens. Never says no to a prompt that has enough
+// tokens: a guessed rate (0.3 tokens per byte) would miss short prefixes of dense text.
+constexpr std::uint64_t template_tokens = 512;
+bool may_reach(std::uint64_t bytes, std::uint64_t tokens) {
+    return bytes + template_tokens >= tokens;
+}
+
+}  // namespace
+
+// The part before the final user turn, when it may be long enough to be worth a file.
 std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
                                                           const routing::fingerprint& fp,
                                                           const json& body) {
     const std::size_t stable = fp.stable_levels;
     if (stable == 0 || stable > fp.levels.size()) return std::nullopt;
-    const auto views = reg_.snapshot();
     const auto info = reg_.info(backend);
     if (!info || info->identity.empty()) return std::nullopt;
     auto* idx = index_for(backend);
     if (idx == nullptr) return std::nullopt;
-    const double tokens = static_cast<double>(fp.levels[stable - 1].bytes) *
-                          views[static_cast<std::size_t>(backend)].tokens_per_byte;
-    if (tokens < static_cast<double>(src_.current()->cache.min_prefix_tokens)) return std::nullopt;
+    // Whether it is long enough is decided on its exact tokens (place_tokens); its bytes only
+    // rule out what cannot be (may_reach).
+    if (!may_reach(fp.levels[stable - 1].bytes, src_.current()->cache.min_prefix_tokens)) {
+        return std::nullopt;
+    }
     prefix p;
     p.index = idx;
     p.levels.assign(fp.levels.begin(), fp.levels.begin() + static_cast<std::ptrdiff_t>(stable));
@@ -263,13 +277,8 @@ std::optional<disk_tier::prefix> disk_tier::learned_prefix(int backend,
 awaitable<std::optional<cache::token_chain>> disk_tier::request_tokens(
     upstream::pool& pool, int backend, const routing::fingerprint& fp, const json& body) {
     if (!enabled_for(backend)) co_return std::nullopt;
-    const auto views = reg_.snapshot();
-    if (static_cast<std::size_t>(backend) >= views.size()) co_return std::nullopt;
-    const double whole = static_cast<double>(fp.total_bytes) *
-                         views[static_cast<std::size_t>(backend)].tokens_per_byte;
-    const auto min_tokens = static_cast<double>(src_.current()->cache.min_prefix_tokens);
     // The whole prompt holds every prefix a file could keep.
-    if (whole < min_tokens || index_for(backend) == nullptr) co_return std::nullopt;
+    if (!may_reach(fp.total_bytes, src_.current()->cache.min_prefix_tokens)) co_return std::nullopt;
     try {
         co_return co_await request_chain(pool, backend, body);
     } catch (const std::exception& e) {
@@ -295,6 +304,11 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             if (!co_await place_tokens(pool, t.p.backend, *msg, chain)) msg.reset();
         }
         auto learned = learned_prefix(t.p.backend, chain, body, idx);
+        const auto slot_common = slot_common_blocks(t.p.backend, *t.p.slot, chain);
+        {
+            std::lock_guard lock(mu_);
+            slot_blocks_[{t.p.backend, *t.p.slot}] = chain.blocks();  // the request goes there
+        }
         if (learned) learned->tenant = tenant;
         if (msg && t.p.matched_levels >= msg->levels.size()) {  // the slot holds it
             remember(t.p.backend, *t.p.slot, *msg);
@@ -302,7 +316,7 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             co_return co_await restore_or_keep(pool, t, *msg, judged);
         }
         co_return co_await miss(pool, t, std::move(msg), std::move(learned), chain, judged,
-                                fp.floating);
+                                fp.floating, slot_common);
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
         if (msg && !msg->key.empty()) remember(t.p.backend, *t.p.slot, *msg);
@@ -318,7 +332,7 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
 awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
                                        std::optional<prefix> msg, std::optional<prefix> learned,
                                        const cache::token_chain& chain, bool judged,
-                                       bool floating) {
+                                       bool floating, std::optional<std::size_t> slot_common) {
     disk_action none;
     const auto cfg = src_.current();
     const auto* primary = msg ? &*msg : learned ? &*learned : nullptr;
@@ -353,13 +367,19 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
         const auto info = reg_.info(t.p.backend);
         return info && routing::rolls_back_to_checkpoints_only(info->architecture);
     }();
+    // A slot holding a longer prompt is cut back for free on a full-attention model; a hybrid
+    // one recomputes from its last checkpoint before the cut. That is what the request itself
+    // costs when the slot's prompt parts from it right at the split point (the split point was
+    // learned from them), within a block: the checkpoint before is the same. Elsewhere it may
+    // be the start: primed then only on a slot that shares nothing with the request, or right
+    // after a restore extends it.
+    const auto at_split = [&](const prefix& p) {
+        const std::size_t blocks = p.ids.size() / cache::token_block;
+        return slot_common && *slot_common >= blocks && *slot_common <= blocks + 1;
+    };
     const prefix* target = nullptr;
     if (learned && learned->ids.size() > have &&
-        // A slot holding a longer prompt is cut back for free on a full-attention model; a
-        // hybrid one would recompute from its last checkpoint before the cut, which may be the
-        // start: primed only on a slot that shares nothing with the request, or right after a
-        // restore extends it.
-        (!rolls_back_only || found || t.p.matched_levels == 0) &&
+        (!rolls_back_only || found || t.p.matched_levels == 0 || at_split(*learned)) &&
         // A floating request lands where llama-server finds the most of its prompt.
         (!floating || static_cast<double>(learned->ids.size()) >
                           2 * routing::floating_similarity * static_cast<double>(chain.size()))) {
@@ -406,7 +426,11 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
             a.shared = found->shared;
             lease.release();
             if (target && a.tokens == found->row.tokens) {
-                const auto more = co_await snapshot(pool, t, *target, false);
+                prefix primed = *target;
+                if (rolls_back_only) {
+                    co_await mark_checkpoint(pool, t.p.backend, primed, chain, a.tokens);
+                }
+                const auto more = co_await snapshot(pool, t, primed, false);
                 a.primed += more.primed;
                 if (more.what == disk_action::kind::snapshotted) a.extended_to = more.tokens;
             }
@@ -416,7 +440,47 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
     lease.release();
     if (msg) remember(t.p.backend, *t.p.slot, *msg);  // the request brings it there
     if (!allowed || !target) co_return none;
-    co_return co_await snapshot(pool, t, *target, false);
+    prefix primed = *target;
+    if (rolls_back_only) {
+        const std::size_t held = slot_common ? *slot_common * cache::token_block : 0;
+        co_await mark_checkpoint(pool, t.p.backend, primed, chain, held);
+    }
+    co_return co_await snapshot(pool, t, primed, false);
+}
+
+awaitable<void> disk_tier::mark_checkpoint(upstream::pool& pool, int backend, prefix& p,
+                                           const cache::token_chain& chain, std::size_t held) {
+    if (p.body == nullptr || !p.body->contains("messages") || !(*p.body)["messages"].is_array()) {
+        co_return;
+    }
+    const auto& messages = (*p.body)["messages"];
+    std::size_t last_user = messages.size();
+    for (std::size_t i = messages.size(); i-- > 0;) {
+        if (messages[i].is_object() && messages[i].value("role", "") == "user") {
+            last_user = i;
+            break;
+        }
+    }
+    if (last_user == 0 || last_user >= messages.size()) co_return;
+    json before = json::array();
+    for (std::size_t i = 0; i < last_user; ++i) before.push_back(messages[i]);
+    try {
+        const auto ids = co_await prefix_tokens(pool, backend, before, *p.body, chain.tokens());
+        // Only past what the slot holds of the prefix: a hybrid slot cannot go back into it.
+        if (ids && ids->size() > held && ids->size() + cache::token_block < p.ids.size()) {
+            p.checkpoint_at = ids->size();
+        }
+    } catch (const std::exception& e) {
+        log()->debug("no checkpoint mark: {}", e.what());
+    }
+}
+
+std::optional<std::size_t> disk_tier::slot_common_blocks(int backend, int slot,
+                                                         const cache::token_chain& chain) const {
+    std::lock_guard lock(mu_);
+    const auto it = slot_blocks_.find({backend, slot});
+    if (it == slot_blocks_.end()) return std::nullopt;
+    return cache::common_blocks(it->second, chain.blocks());
 }
 
 // Waits while another request holds a lease on `key`: it is saving the prefix (then its file is

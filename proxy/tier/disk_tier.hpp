@@ -207,7 +207,17 @@ private:
     // a longer split point when one is due.
     awaitable<disk_action> miss(upstream::pool& pool, routing::ticket& t,
                                 std::optional<prefix> msg, std::optional<prefix> learned,
-                                const cache::token_chain& chain, bool judged, bool floating);
+                                const cache::token_chain& chain, bool judged, bool floating,
+                                std::optional<std::size_t> slot_common);
+    // Sets p.checkpoint_at: the tokens of the request's messages before its last user message,
+    // when they are a prefix of `chain` shorter than p and longer than the `held` tokens of it
+    // the slot already holds.
+    awaitable<void> mark_checkpoint(upstream::pool& pool, int backend, prefix& p,
+                                    const cache::token_chain& chain, std::size_t held);
+    // How many leading blocks the prompt last prepared on the slot shares with `chain` (what the
+    // slot is believed to hold), or std::nullopt when none is remembered.
+    std::optional<std::size_t> slot_common_blocks(int backend, int slot,
+                                                  const cache::token_chain& chain) const;
     // The prefix's file in the backend's own index, else brought from another backend's slot
     // directory (tier/disk_replicas.cpp).
     struct found_file {
@@ -277,6 +287,8 @@ private:
     std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)
     cache::split_points splits_;                  // where prompts part ways, per identity
     std::map<std::string, std::size_t> placed_;   // identity + stable messages' hash -> tokens
+    // (backend, slot) -> block chain of the last request prepared there (one per slot)
+    std::map<std::pair<int, int>, std::vector<std::uint64_t>> slot_blocks_;
     cache::key_leases leases_;                    // keys being looked up, saved or restored
     std::map<int, cache::restore_judge> judges_;  // per backend: are restores useful there
     std::map<int, cache::save_backoff> save_backoff_;  // per backend: saves after failures
