@@ -3,10 +3,11 @@
 // llama-server's /metrics (every prompt token it computed, warmslot's own priming and probes
 // included), for llama-server alone or behind warmslot. Shared by tests/integration/agents.test.mjs
 // and the benchmark tests/bench/agents.mjs.
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { getJson, restartLlama, startLlama } from './llama.mjs';
-import { tempDir, waitFor } from './procs.mjs';
+import { getJson, llamaServerBin, modelPath, restartLlama, startLlama } from './llama.mjs';
+import { repoRoot, tempDir, waitFor } from './procs.mjs';
 import { startWarmslot } from './warmslot.mjs';
 import { agentLlamaArgs, agentRules, agents, makeHome } from './agents.mjs';
 
@@ -27,6 +28,9 @@ export function qwen35Template() {
 
 // Codex exits 0. Claude Code exits 1 when an answer stops at its output limit (the test model's
 // random text never ends by itself): that message proves it received and read the whole answer.
+// opencode and Qwen Code exit 0 once the answer is in, an answer cut at the output limit
+// included; a request that still fails after their retries makes them print it on stderr
+// ("Error: ..." and "[API Error: ...]") and exit 1.
 export const served = (s) => !s.timedOut &&
   (s.code === 0 || (s.code === 1 && /response exceeded the \d+ output token maximum/.test(s.stdout)));
 
@@ -84,4 +88,79 @@ export function makeProject() {
     for (const d of [home, dir]) fs.rmSync(d, { recursive: true, force: true });
   };
   return { home, workDir: dir, remove };
+}
+
+// Tokens a session through warmslot may compute beyond the same session straight to llama-server:
+// none for the Codex CLI and Claude Code; the targets of opencode and Qwen Code allow 64 on every
+// session, as on sessions 2 and 3.
+export const sameSessionSlack = { codex: 0, claude: 0, opencode: 64, qwen: 64 };
+
+// Straight baselines: what llama-server alone computes per session, stored for each pinned agent
+// version and test model (tests/bench/agents.mjs --write-baselines), so that a test can compare
+// warmslot with them without running the straight series itself. They hold for the llama-server
+// build and the model file they were measured with (both recorded: another build or model fails
+// the test until the baselines are written again) and for home and project paths of the same
+// length (temporary directories under /tmp, the default TMPDIR).
+export const baselineFile = path.join(repoRoot, 'tests/integration/agent-baselines.json');
+const agentPackages = { codex: '@openai/codex', claude: '@anthropic-ai/claude-code',
+  opencode: 'opencode-linux-x64', qwen: '@qwen-code/qwen-code' };
+
+export function pinnedVersion(agent) {
+  const pkg = JSON.parse(fs.readFileSync(path.join(repoRoot, 'tests/integration/package.json'), 'utf8'));
+  return pkg.dependencies[agentPackages[agent]];
+}
+
+// The llama-server build and model file straight numbers depend on.
+export function backendIdentity(arch) {
+  const r = spawnSync(llamaServerBin(), ['--version'], { encoding: 'utf8' });
+  const commit = `${r.stdout}${r.stderr}`.match(/commit (\w+)/)?.[1] ?? 'unknown';
+  return `llama.cpp ${commit}, ${path.basename(modelPath(arch))}`;
+}
+
+// Dates whose length changes from day to day, as agents write them into their prompts: Qwen Code
+// writes the long US date ("Saturday, December 5, 2026") once into a session's request (its
+// startup context); opencode's date ("Sat Dec 05 2026") keeps its length. On the test models'
+// byte tokenizer a character is a token, so a session straight to llama-server computes at most
+// `mentions` tokens more per character the date has grown since the baseline was measured.
+const longDate = (d) => d.toLocaleDateString('en-US', { weekday: 'long', year: 'numeric', month: 'long', day: 'numeric' });
+const volatileDates = { qwen: { mentions: 1, format: longDate } };
+
+export function dateGrowth(agent, recorded, now = new Date()) {
+  const v = volatileDates[agent];
+  if (!v) return 0;
+  const then = new Date(`${recorded}T12:00:00`);
+  return Math.max(0, v.format(now).length - v.format(then).length) * v.mentions;
+}
+
+const readBaselines = () => (fs.existsSync(baselineFile) ? JSON.parse(fs.readFileSync(baselineFile, 'utf8')) : {});
+
+// The stored straight per-session tokens of `agent` at its pinned version on `arch`, grown by
+// what today's date adds; throws with the command that writes them when there are none.
+export function storedBaseline(agent, arch) {
+  const version = pinnedVersion(agent);
+  const entry = readBaselines()[agent]?.[version]?.[arch];
+  const write = `node tests/bench/agents.mjs --agent ${agent} --arch ${arch} --write-baselines`;
+  if (!entry) {
+    throw new Error(`no straight baseline for ${agent} ${version} on ${arch} in ${path.relative(repoRoot, baselineFile)}: rerun \`${write}\``);
+  }
+  const backend = backendIdentity(arch);
+  if (entry.backend !== backend) {
+    throw new Error(`the straight baseline for ${agent} ${version} on ${arch} was measured with ${entry.backend}, this is ${backend}: rerun \`${write}\``);
+  }
+  const grown = dateGrowth(agent, entry.recorded);
+  return entry.sessions.map((n) => n + grown);
+}
+
+// Stores straight per-session tokens (`sessions`, numbers) measured today.
+export function writeBaseline(agent, arch, sessions) {
+  const all = readBaselines();
+  const version = pinnedVersion(agent);
+  all[agent] ??= {};
+  all[agent][version] ??= {};
+  all[agent][version][arch] = { sessions, backend: backendIdentity(arch),
+    recorded: new Date().toLocaleDateString('en-CA') };
+  // One line per count list keeps the file's diffs to the numbers that changed.
+  const text = JSON.stringify(all, null, 2).replace(/\[\s+([\d,\s]+?)\s+\]/g,
+    (_, list) => `[${list.split(/,\s*/).join(', ')}]`);
+  fs.writeFileSync(baselineFile, `${text}\n`);
 }

@@ -1,16 +1,21 @@
-// The real coding agents, as users run them: the Codex CLI (`codex exec`, OpenAI Responses) and
-// Claude Code (`claude -p`, Anthropic Messages), installed from npm at the versions pinned in
-// package.json. Each run is one session: a fresh session id, the agent's own prompt (about
-// 20K tokens for Codex, 13K for Claude Code on the test models' byte tokenizer), one question.
+// The real coding agents, as users run them: the Codex CLI (`codex exec`, OpenAI Responses),
+// Claude Code (`claude -p`, Anthropic Messages), opencode (`opencode run`, Chat Completions through
+// a custom OpenAI-compatible provider) and Qwen Code (`qwen PROMPT`, Chat Completions), installed
+// from npm at the versions pinned in package.json. Each run is one session: a fresh session id,
+// the agent's own prompt (about 20K tokens for Codex, 13K for Claude Code, 10K for opencode and
+// 21K for Qwen Code on the test models' byte tokenizer), one question.
 //
-// Runs are hermetic: HOME, CODEX_HOME and CLAUDE_CONFIG_DIR are in a directory of the test (one
-// per user: it stays the same across that user's sessions, as a real home does, and its path is
-// part of the agents' prompts), the
-// agents' own network traffic (updates, telemetry, error reports) is switched off by their
-// documented settings, and the only address they are given is the loopback URL under test.
-// Retries stay at the agents' defaults, as users run them (llama-server closes a kept-alive
-// connection after 5 s idle, and an agent that reuses it retries). Output is bounded: Claude Code asks for CLAUDE_CODE_MAX_OUTPUT_TOKENS tokens, and Codex, which
-// sends no output limit, gets the llama-server default (`-n`, see agentLlamaArgs).
+// Runs are hermetic: HOME, the XDG directories, CODEX_HOME and CLAUDE_CONFIG_DIR are in a
+// directory of the test (one per user: it stays the same across that user's sessions, as a real
+// home does, and its path is part of the agents' prompts), the agents' own network traffic
+// (updates, telemetry, usage statistics, model lists, error reports, package installs) is
+// switched off by their documented settings, and the only address they are given is the loopback
+// URL under test. Retries stay at the agents' defaults, as users run them (llama-server closes a
+// kept-alive connection after 5 s idle, and an agent that reuses it retries). Output is bounded:
+// Claude Code asks for CLAUDE_CODE_MAX_OUTPUT_TOKENS tokens, opencode for its model's output
+// limit, Qwen Code for its settings' max_tokens, and Codex, which sends no output limit, gets
+// the llama-server default (`-n`, see agentLlamaArgs). opencode and Qwen Code stop after a few
+// model turns (a turn that calls a tool is followed by another).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -54,6 +59,19 @@ function baseEnv(home) {
   };
 }
 
+// The XDG base directories of a home, where opencode keeps its config, database and caches.
+function xdgEnv(home) {
+  return {
+    XDG_CONFIG_HOME: path.join(home, '.config'), XDG_DATA_HOME: path.join(home, '.local/share'),
+    XDG_CACHE_HOME: path.join(home, '.cache'), XDG_STATE_HOME: path.join(home, '.local/state'),
+  };
+}
+
+function writeJson(file, value) {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, `${JSON.stringify(value, null, 2)}\n`);
+}
+
 // A user's home directory for the agents (makeHome), removed with fs.rmSync when done.
 export const makeHome = () => tempDir('agent-home');
 
@@ -88,4 +106,58 @@ export async function claudeSession({ baseUrl, workDir, home, question, model = 
   return run(bin('claude'), ['-p', question, '--model', model], { cwd: workDir, env, timeoutMs });
 }
 
-export const agents = { codex: codexSession, claude: claudeSession };
+// One opencode session (`opencode run`) against `baseUrl`, through a provider of the
+// OpenAI-compatible SDK that opencode ships (nothing is installed for it). opencode is the Linux
+// x64 build (npm opencode-linux-x64), the binary that the opencode-ai package links on an x64
+// Linux machine with AVX2: opencode-ai lists every platform's build as an optional dependency,
+// and the npm registry the tests install from lacks some of them (the macOS ones), which leaves
+// its lock file incomplete and `npm ci` refusing it. A session sends two requests: a
+// title for the session (a small-model call, which falls back to the session's model) and the
+// answer. Besides the config's `autoupdate` and `share`, the environment switches off the
+// models.dev list fetch and LSP downloads; opencode also installs its plugin package
+// (@opencode-ai/plugin) into the config directory in the background, with npm's own client, and
+// `npm_config_offline` keeps that client off the network (the install fails at once, logged as a
+// warning, and the session goes on).
+export async function opencodeSession({ baseUrl, workDir, home, question, model = 'tiny',
+  apiKey = 'none', timeoutMs = 240000 }) {
+  const xdg = xdgEnv(home);
+  writeJson(path.join(xdg.XDG_CONFIG_HOME, 'opencode/opencode.json'), {
+    model: `local/${model}`, autoupdate: false, share: 'disabled',
+    provider: {
+      local: {
+        npm: '@ai-sdk/openai-compatible', name: 'local',
+        options: { baseURL: `${baseUrl}/v1`, apiKey },
+        models: { [model]: { name: model, limit: { context: 131072, output: 8 } } },
+      },
+    },
+    agent: { build: { steps: 4 } },
+  });
+  const env = {
+    ...baseEnv(home), ...xdg, OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_MODELS_FETCH: '1',
+    OPENCODE_DISABLE_LSP_DOWNLOAD: '1', npm_config_offline: 'true',
+  };
+  const opencode = path.join(repoRoot, 'tests/integration/node_modules/opencode-linux-x64/bin/opencode');
+  return run(opencode, ['run', question], { cwd: workDir, env, timeoutMs });
+}
+
+// One Qwen Code session (a one-shot prompt, no TTY) against `baseUrl`, the OpenAI auth type
+// configured by OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL. The settings switch off
+// updates, usage statistics (sent to a remote collector by default) and telemetry, and ask for
+// 8 output tokens.
+export async function qwenSession({ baseUrl, workDir, home, question, model = 'tiny',
+  apiKey = 'none', timeoutMs = 240000 }) {
+  writeJson(path.join(home, '.qwen/settings.json'), {
+    general: { enableAutoUpdate: false },
+    privacy: { usageStatisticsEnabled: false },
+    telemetry: { enabled: false },
+    security: { auth: { selectedType: 'openai' } },
+    model: { generationConfig: { samplingParams: { max_tokens: 8 } } },
+  });
+  const env = {
+    ...baseEnv(home), ...xdgEnv(home), OPENAI_BASE_URL: `${baseUrl}/v1`, OPENAI_API_KEY: apiKey,
+    OPENAI_MODEL: model,
+  };
+  return run(bin('qwen'), [question, '--max-session-turns', '4'], { cwd: workDir, env, timeoutMs });
+}
+
+export const agents = { codex: codexSession, claude: claudeSession, opencode: opencodeSession, qwen: qwenSession };
