@@ -363,7 +363,10 @@ std::optional<snapshot> index::longest_prefix(const std::string& identity,
     static const std::string sql = std::string(select_row) +
                                    " WHERE identity = ?1 AND tokens <= ?2 ORDER BY tokens DESC";
     statement st(db_, db_path_, "find a prefix", sql.c_str());
-    st.bind_text(1, identity).bind_uint(2, chain.size());
+    // Shorter than the prompt: a file of the whole prompt leaves a hybrid slot nothing to
+    // extend, and llama-server evaluates at least one token anyway.
+    if (chain.size() == 0) return std::nullopt;
+    st.bind_text(1, identity).bind_uint(2, chain.size() - 1);
     std::uint64_t last = 0;
     std::string want;
     while (st.step()) {

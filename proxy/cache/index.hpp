@@ -63,8 +63,8 @@ class index {
     index& operator=(const index&) = delete;
 
     std::optional<snapshot> find(const std::string& key) const;
-    // The longest file of `identity` that holds a prefix of `chain`'s tokens: its key is the
-    // key of that many of them (cache/token_key.hpp). One query over that identity's rows.
+    // The longest file of `identity` that holds a proper prefix of `chain`'s tokens: its key is
+    // the key of that many of them (cache/token_key.hpp). One query over that identity's rows.
     std::optional<snapshot> longest_prefix(const std::string& identity,
                                            const token_chain& chain) const;
     // Inserts or replaces the row (after the file is complete on disk). s.file must be

@@ -418,6 +418,11 @@ TEST_CASE("index: the longest file holding a prefix of a request's tokens") {
     const auto shorter = idx.longest_prefix(id, warmslot::cache::token_chain(id, parted));
     REQUIRE(shorter);
     CHECK(shorter->tokens == 1000);
+    // A file of the whole prompt is not a prefix to restore for it.
+    std::vector<int> whole(request.begin(), request.begin() + 2100);
+    const auto same = idx.longest_prefix(id, warmslot::cache::token_chain(id, whole));
+    REQUIRE(same);
+    CHECK(same->tokens == 1000);
 }
 
 TEST_CASE("index: split points are kept across opens, the most recently passed per identity") {
