@@ -7,10 +7,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { freePort, repoRoot, tempDir, waitFor } from './lib/procs.mjs';
 import { makeDocument } from './lib/text.mjs';
-import { balancerStatus, hostPromptTokens, hostTokenCount, startCluster, streamOnce } from './lib/cluster.mjs';
+import { balancerIdle, balancerStatus, hostPromptTokens, hostTokenCount, startCluster, streamOnce } from './lib/cluster.mjs';
 
 const haveHaproxy = () => {
   try { execFileSync('haproxy', ['-v'], { stdio: 'ignore' }); return true; } catch { return false; }
@@ -27,8 +28,22 @@ const alive = (pid) => {
 };
 const pidsOf = (info) => [info.haproxy_pid, ...info.hosts.flatMap((h) => [h.llama_pid, h.warmslot_pid])];
 
+// A free port whose next one (the balancer's stats page) is free too, at most 20 tries.
+async function freePortPair() {
+  for (let i = 0; i < 20; i++) {
+    const port = await freePort();
+    const next = await new Promise((resolve) => {
+      const srv = net.createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port + 1, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (next) return port;
+  }
+  throw new Error('no two free consecutive loopback ports');
+}
+
 async function start(dir, extra = []) {
-  return startCluster(['--port', String(await freePort()), '--slots', '3', '--ctx', '8192', '--duration', '300', ...extra],
+  return startCluster(['--port', String(await freePortPair()), '--slots', '3', '--ctx', '8192', '--duration', '300', ...extra],
     { logFile: path.join(dir, 'cluster.log'), timeoutMs: 180000 });
 }
 
@@ -61,6 +76,7 @@ test('affinity keeps a document on one host; a dead host\'s documents move; SIGT
     // Documents until one lands on each host; then each is asked again and stays there.
     const on = await documentOnEachHost(info, 500, 1500);
     for (const h of ['h1', 'h2']) {
+      assert.ok(await balancerIdle(info), 'no request in flight before the affinity check');
       const r = await streamOnce(info.balancer, { ...on[h], question: 'Second question?' });
       assert.ok(r.ok, JSON.stringify(r));
       assert.equal(r.host, h);

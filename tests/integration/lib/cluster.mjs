@@ -82,6 +82,20 @@ export async function balancerStatus(info) {
   return out;
 }
 
+// Until HAProxy counts no request in flight on any host (its CSV `scur`), at most `ms`: its
+// bounded load (hash-balance-factor) sends a key to the next host while the previous answer's
+// session is still counted on its own, so an affinity check waits for that first.
+export async function balancerIdle(info, ms = 5000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const text = await (await fetch(info.stats)).text();
+    const busy = text.split('\n').map((l) => l.split(','))
+      .filter((f) => f[0] === 'warmslot_hosts' && /^h\d+$/.test(f[1])).some((f) => Number(f[4]) > 0);
+    if (!busy || Date.now() > end) return !busy;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 // One streamed chat request. Never throws for what the server did: returns { status, host, ok,
 // error (an SSE error event or the HTTP error body), events, timings, ttft, total, sentAt }.
 // `onEvent(n)` is called at every SSE data event with the count so far.
