@@ -12,6 +12,7 @@ import { getJson, postJson, questionTokens, snapshotFiles, startLlama } from './
 import { waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { diskSettings } from './lib/ask.mjs';
+import { answerTokens, assertSameAnswer, freshAnswer } from './lib/answers.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
 
 async function routed(ws, count) {
@@ -31,11 +32,15 @@ async function replicaFiles(ws) {
     .filter((m) => m[2] !== '0').map((m) => [m[1], Number(m[2])]));
 }
 
+// Answers of answerTokens tokens: long enough to tell whose state a slot held.
+const body = (doc, q) => chat(doc, q, { max_tokens: answerTokens });
+
 async function ask(ws, doc, q) {
-  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q));
+  const r = await postJson(`${ws.url}/v1/chat/completions`, body(doc, q));
   assert.equal(r.status, 200, JSON.stringify(r.body));
   return { disk: r.headers.get('x-warmslot-disk') ?? '', backend: r.headers.get('x-warmslot-backend'),
-    processed: Number(r.headers.get('x-warmslot-processed-tokens')) };
+    processed: Number(r.headers.get('x-warmslot-processed-tokens')), route: r.headers.get('x-warmslot-route') ?? '',
+    text: r.body.choices[0].message.content, cached: r.body.timings.cache_n };
 }
 
 function indexRows(dir) {
@@ -90,6 +95,8 @@ async function documentMovesOver(arch, dirs, expectDisk, counted) {
     for (const r of rowsOfA) assert.ok(fs.existsSync(path.join(dirs[0], r.split(' ')[1])));
     assert.deepEqual(indexRows(dirs[1]).map((r) => r.split(' ')[1]), snapshotFiles(dirs[1]).sort());
     assert.deepEqual(await replicaFiles(ws), counted);
+    // The restored file answers what a llama-server like b computes from scratch.
+    assertSameAnswer(moved, await freshAnswer(b, body(doc, q)), 'restored from the replica\'s file');
   } finally {
     busy?.abort();
     await ws.stop();

@@ -15,6 +15,7 @@ import { postJson, questionTokens, snapshotFiles, startLlama } from './lib/llama
 import { tempDir, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { diskSettings } from './lib/ask.mjs';
+import { answerTokens, assertSameAnswer, freshAnswer } from './lib/answers.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
 
 async function promptTokensTotal(llama) {
@@ -29,10 +30,14 @@ async function sharedFiles(ws) {
     .filter((m) => m[3] !== '0').map((m) => [`${m[1]}/${m[2]}`, Number(m[3])]));
 }
 
+// Answers of answerTokens tokens: long enough to tell whose state a slot held.
+const body = (doc, q) => chat(doc, q, { max_tokens: answerTokens });
+
 async function ask(ws, doc, q) {
-  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q));
+  const r = await postJson(`${ws.url}/v1/chat/completions`, body(doc, q));
   assert.equal(r.status, 200, JSON.stringify(r.body));
-  return { disk: r.headers.get('x-warmslot-disk') ?? '', processed: Number(r.headers.get('x-warmslot-processed-tokens')) };
+  return { disk: r.headers.get('x-warmslot-disk') ?? '', processed: Number(r.headers.get('x-warmslot-processed-tokens')),
+    route: r.headers.get('x-warmslot-route') ?? '', text: r.body.choices[0].message.content, cached: r.body.timings.cache_n };
 }
 
 // A host: a llama-server of `model` and a warmslot in front of it, with the shared tier at
@@ -83,7 +88,10 @@ async function hostLoss(arch, shared) {
       const computed = (await promptTokensTotal(h2.llama)) - before;
       out.push({ ...r, computed, bound: (await questionTokens(h2.llama.url, questions[1])) + 64 });
     }
-    return { results: out, counted: await sharedFiles(h2.ws) };
+    const counted = await sharedFiles(h2.ws);
+    // What a llama-server like host 2's answers from scratch, for each document.
+    for (const [i, doc] of docs.entries()) out[i].want = await freshAnswer(h2.llama, body(doc, questions[1]));
+    return { results: out, counted };
   } finally {
     await h2.stop();
   }
@@ -97,6 +105,7 @@ for (const arch of ['llama', 'qwen35']) {
       assert.match(r.disk, /^restored \d+ tokens \(from the shared tier, copied\)$/);
       assert.ok(r.computed <= r.bound, `host 2 computed ${r.computed} prompt tokens, bound ${r.bound}`);
       assert.equal(r.processed, r.computed, 'what warmslot reports is what llama-server computed');
+      assertSameAnswer(r, r.want, 'restored from the shared tier');
     }
     assert.deepEqual(counted, { 'fetch/copied': 2 });
     // Each fetch was recorded in its manifest.

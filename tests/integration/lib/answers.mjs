@@ -1,7 +1,7 @@
 // Answers as evidence: the generated models' greedy answer depends on the prompt, so a request
 // answered through a cache must give the same text as llama-server computing it from scratch.
 import assert from 'node:assert/strict';
-import { postJson } from './llama.mjs';
+import { postJson, startLlama } from './llama.mjs';
 
 export const answerTokens = 16;
 
@@ -45,6 +45,19 @@ export async function referenceAnswer(llama, body) {
   const a = await ask(llama.url, body);
   assert.equal(a.cached, 0, 'a reference answer reuses nothing');
   return a.text;
+}
+
+// The answer to `body` from a llama-server of its own, started like `like` (same model file,
+// slots, context and flags) with its RAM prompt cache off and stopped afterwards: no state of the
+// server under test (nor its host-RAM prompt cache, which an erase does not empty) can reach it.
+export async function freshAnswer(like, body) {
+  const ref = await startLlama({ arch: like.arch, model: like.model, slots: like.slots, ctx: like.ctx,
+    extra: [...like.extra, '--cache-ram', '0'] });
+  try {
+    return await referenceAnswer(ref, body);
+  } finally {
+    await ref.stop();
+  }
 }
 
 // Asserts that `got` (an ask() result) answered `want`, naming the case, route and disk action.
