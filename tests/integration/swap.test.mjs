@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { getJson, llamaServerBin, modelPath, postJson, questionTokens } from './lib/llama.mjs';
+import { getJson, llamaServerBin, modelPath, postJson, questionTokens, startLlama } from './lib/llama.mjs';
+import { answerTokens, assertSameAnswer, referenceAnswer } from './lib/answers.mjs';
 import { runScript, tempDir, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
@@ -93,10 +94,11 @@ function config(cacheDir, a, b, c) {
 }
 
 async function ask(ws, model, doc, q) {
-  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q, { model }));
+  const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q, { model, max_tokens: answerTokens }));
   assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
   return { text: r.body.choices[0].message.content, disk: r.headers.get('x-warmslot-disk') ?? '',
-    processed: r.body.timings.prompt_n, backend: r.headers.get('x-warmslot-backend') };
+    processed: r.body.timings.prompt_n, cached: r.body.timings.cache_n, backend: r.headers.get('x-warmslot-backend'),
+    route: r.headers.get('x-warmslot-route') ?? '' };
 }
 
 test('swap group: A, B, A, B with an 8K-token document each; switching back restores; never both at once; 20 requests at once during swaps', { timeout: 900000 }, async (t) => {
@@ -107,6 +109,7 @@ test('swap group: A, B, A, B with an 8K-token document each; switching back rest
   const watch = watchGroup(slotDirs);
   const docs = { a: makeDocument(2401, 8000), b: makeDocument(2402, 8000) };
   const expected = new Map();  // model and question -> the answer's text
+  const roundAnswers = new Map();  // model and question -> the whole answer of its round
   const report = [];
   try {
     await waitFor('c, outside the group, to be up', async () =>
@@ -128,6 +131,7 @@ test('swap group: A, B, A, B with an 8K-token document each; switching back rest
       // The process is new: all it ever computed is the probe and this request.
       const own = (await metric(url, 'llamacpp:prompt_tokens_total', auth)) - (await probeTokens(url, auth));
       report.push({ model: m, q, disk: answer.disk, processed: answer.processed, viaWarmslot, own });
+      roundAnswers.set(`${m}|${q}`, answer);
       if (i < 2) {
         assert.match(answer.disk, /^snapshot \d+ tokens$/, JSON.stringify(answer));
         assert.ok(own > 7000, `the first visit computes the document: ${own}`);
@@ -159,6 +163,22 @@ test('swap group: A, B, A, B with an 8K-token document each; switching back rest
     assert.deepEqual(status.swaps.groups[0].members.map((x) => [x.backend, x.state]),
       [['a', 'stopped'], ['b', 'running']]);
     assert.ok(status.swaps.totals.restore_seconds > 0, JSON.stringify(status.swaps.totals));
+
+    // Each round answered what a llama-server of its model answers from scratch (the switches
+    // back came from restored files), one such server per model, started as the members are.
+    for (const [m, arch] of [['a', 'llama'], ['b', 'qwen35']]) {
+      const ref = await startLlama({ arch, model: models[m], slots: 2, ctx: 16384, extra: ['-t', '1', '--cache-ram', '0'] });
+      try {
+        for (const [key, answer] of roundAnswers) {
+          const [model, q] = key.split('|');
+          if (model !== m) continue;
+          const want = await referenceAnswer(ref, chat(docs[m], q, { max_tokens: answerTokens }));
+          assertSameAnswer(answer, want, `model ${m}, "${q}"`);
+        }
+      } finally {
+        await ref.stop();
+      }
+    }
 
     // 20 requests at once, 10 for each model, while the group swaps between them.
     const swapsBefore = await metric(ws.url, 'warmslot_swaps_total');
