@@ -458,9 +458,16 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         // The request's tokens first: those calls are the first to meet a backend that
         // restarted since the plan (closed pooled connections), and then what the plan believed
         // of the slot is checked and the request planned again before anything is done to it.
+        // A slot reserved for a pinned request stays idle on the server until the request starts
+        // there: one sent without id_slot meanwhile could be placed on it, and this one would then
+        // name a busy slot (llama-server was seen to spin on that without end). So the slot is
+        // marked from now until llama-server has started this request, or this try is over.
+        const bool pin = slot && takes_id_slot(shape);
+        if (planned && pin) r.preparing(true);
         std::optional<cache::token_chain> chain;
         if (tiered) chain = co_await disk_->request_tokens(pool, static_cast<int>(i), *fp, *view.chat());
         if (slot && may_recheck && pool.stale_count(b.host, b.port) != stale_before) {
+            r.preparing(false);
             co_return static_cast<int>(i);
         }
         if (slot && !lora && cfg.routing.enabled) {
@@ -472,7 +479,8 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                                                out.caller ? out.caller->tenant : std::string());
             // Nothing done to the slot: it is not being prepared (a floating request waiting
             // for its turn below must not be taken for one preparing its prefix).
-            if (out.disk.what == tier::disk_action::kind::none && out.disk.primed == 0) r.preparing(false);
+            if (out.disk.what == tier::disk_action::kind::none && out.disk.primed == 0 && !pin)
+                r.preparing(false);
         }
         // The disk tier's calls met a closed pooled connection and went on over a new one: the
         // backend may have restarted. What they did to this slot was done on the backend as it
@@ -480,7 +488,6 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         if (slot && may_recheck && pool.stale_count(b.host, b.port) != stale_before) {
             co_await await_checks(cfg, static_cast<int>(i), st, out, "restart check");
         }
-        const bool pin = slot && takes_id_slot(shape);
         if (slot && !pin) reg_.mark_floating(t);
         if (slot && !pin && fp) {
             co_await wait_turn(cfg, pool, b, t, *fp, st);
@@ -533,10 +540,11 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             if (planned) {
                 r.sent();
                 reg_.sending(t, clock::now());
-                // A slot the disk tier worked on stays marked until llama-server has started
-                // the request there: a request placed by llama-server could take it first.
+                // A slot the disk tier worked on, or one this request names, stays marked until
+                // llama-server has started the request there: a request placed by llama-server
+                // could take it first.
                 const bool worked = out.disk.what != tier::disk_action::kind::none || out.disk.primed > 0;
-                r.preparing(worked);
+                r.preparing(worked || pin);
                 st.on_started = [&r] { r.preparing(false); };
             }
             const auto result = co_await try_backend(ex, *conn, st, out, cfg, b,
@@ -551,7 +559,10 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             if (result == attempt::backend_failed) break;
             // A dead pooled connection: the backend closed it, maybe because it restarted. A
             // floating request (Messages) was planned on the same beliefs as a pinned one.
-            if (planned && slot && may_recheck) co_return static_cast<int>(i);
+            if (planned && slot && may_recheck) {
+                r.preparing(false);
+                co_return static_cast<int>(i);
+            }
         }
         if (planned) r.preparing(false);  // nothing more is done on the slot by this request
         if (planned && !st.client_gone) {
