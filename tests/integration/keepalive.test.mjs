@@ -1,0 +1,163 @@
+// Streams through warmslot are never silent longer than its keep-alive interval, also while
+// warmslot itself works before the backend answers: here it primes and saves a new document on
+// a real llama-server slowed by a SIGSTOP/SIGCONT duty cycle, so the priming alone takes longer
+// than the client's read timeout. The client (no byte for READ_TIMEOUT_MS = failure) gets the
+// stream's head, keep-alive events, then llama-server's answer through the same response: the
+// answer llama-server alone gives.
+//
+// Sizes: KEEPALIVE_DOC_BYTES (default 12000: the priming takes well over 20 s on two cores) and
+// KEEPALIVE_DUTY (run milliseconds of every 500, default 40); a 60 s+ priming is, for example,
+// KEEPALIVE_DOC_BYTES=24000.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { getJson, postJson, startLlama } from './lib/llama.mjs';
+import { eraseSlots } from './lib/answers.mjs';
+import { sleep, waitFor } from './lib/procs.mjs';
+import { startWarmslot } from './lib/warmslot.mjs';
+import { makeDocument } from './lib/text.mjs';
+
+const docBytes = Number(process.env.KEEPALIVE_DOC_BYTES ?? 12000);
+const runMs = Number(process.env.KEEPALIVE_DUTY ?? 40);
+const periodMs = 500;
+const readTimeoutMs = 20000;
+const keepaliveMs = 3000;
+const slackMs = 2000;
+const settings = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_tokens: 1024\n' +
+  `timeouts:\n  stream_keepalive: ${keepaliveMs}ms\n`;
+
+// A streaming POST whose every byte is timed: fails when nothing arrives for `timeoutMs`.
+function timedStream(base, path, body, timeoutMs = readTimeoutMs) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(path, base);
+    const start = Date.now();
+    let last = start;
+    let maxGap = 0;
+    let headersAt = 0;
+    let raw = '';
+    const seen = () => {
+      const now = Date.now();
+      maxGap = Math.max(maxGap, now - last);
+      last = now;
+    };
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST',
+      headers: { 'content-type': 'application/json' } }, (res) => {
+      seen();
+      headersAt = Date.now() - start;
+      res.setEncoding('utf8');
+      res.on('data', (d) => { seen(); raw += d; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers,
+        trailers: res.trailers, raw, maxGap, headersAt, total: Date.now() - start }));
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no byte for ${timeoutMs} ms after ${Date.now() - start} ms`)));
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+// The events of an SSE text: [{ event, data }], comments left out but counted.
+function parseSse(raw) {
+  const events = [];
+  let comments = 0;
+  for (const block of raw.split('\n\n')) {
+    if (!block.trim()) continue;
+    const lines = block.split('\n');
+    if (lines.every((l) => l.startsWith(':'))) { comments++; continue; }
+    const event = lines.find((l) => l.startsWith('event:'))?.slice(6).trim() ?? '';
+    const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart()).join('\n');
+    events.push({ event, data });
+  }
+  return { events, comments };
+}
+
+// The answer text of a Chat Completions or Messages stream, and the pings it carried.
+function answerOf(raw, api) {
+  const { events, comments } = parseSse(raw);
+  let text = '';
+  let pings = comments;
+  for (const e of events) {
+    if (e.data === '[DONE]') continue;
+    const j = JSON.parse(e.data);
+    assert.ok(!j.error && j.type !== 'error', `error event in the stream: ${e.data}`);
+    if (api === 'chat') text += j.choices?.[0]?.delta?.content ?? '';
+    if (api === 'messages' && j.type === 'content_block_delta') text += j.delta?.text ?? '';
+    if (api === 'messages' && j.type === 'ping') pings++;
+  }
+  return { text, pings };
+}
+
+const cases = [
+  { api: 'chat', path: '/v1/chat/completions', seed: 4001,
+    body: (doc, q) => ({ messages: [{ role: 'system', content: doc }, { role: 'user', content: q }],
+      max_tokens: 16, temperature: 0, seed: 42, stream: true }) },
+  { api: 'messages', path: '/v1/messages', seed: 4002,
+    body: (doc, q) => ({ model: 'tiny', system: doc, messages: [{ role: 'user', content: q }],
+      max_tokens: 16, temperature: 0, stream: true }) },
+];
+
+// Stops `pid` for all but `run` ms of every `period` ms until stopped; ends with it running.
+function dutyCycle(pid, run, period) {
+  let on = true;
+  const done = (async () => {
+    while (on) {
+      try { process.kill(pid, 'SIGSTOP'); } catch { return; }
+      await sleep(period - run);
+      try { process.kill(pid, 'SIGCONT'); } catch { return; }
+      await sleep(run);
+    }
+  })();
+  return async () => {
+    on = false;
+    await done;
+    try { process.kill(pid, 'SIGCONT'); } catch { /* gone */ }
+  };
+}
+
+test('a stream held while warmslot primes a long document gets keep-alive and the straight answer', { timeout: 900000 }, async (t) => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 + docBytes * 2 });
+  let ws;
+  let stopCycle = null;
+  try {
+    const question = 'What does the last line of the document say?';
+    const docs = cases.map((c) => makeDocument(c.seed, docBytes));
+    // What llama-server alone answers, computed from scratch before warmslot starts.
+    const want = [];
+    for (const [i, c] of cases.entries()) {
+      await eraseSlots(llama.url, llama.slots);
+      const r = await timedStream(llama.url, c.path, c.body(docs[i], question), 600000);
+      assert.equal(r.status, 200, r.raw.slice(0, 300));
+      want.push(answerOf(r.raw, c.api).text);
+    }
+    await eraseSlots(llama.url, llama.slots);
+    ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    for (const [i, c] of cases.entries()) {
+      stopCycle = dutyCycle(llama.proc.child.pid, runMs, periodMs);
+      let r;
+      try {
+        r = await timedStream(ws.url, c.path, c.body(docs[i], question));
+      } finally {
+        await stopCycle();
+        stopCycle = null;
+      }
+      const primed = Number(r.headers['x-warmslot-primed-tokens'] ?? r.trailers['x-warmslot-primed-tokens'] ?? 0);
+      const got = answerOf(r.raw, c.api);
+      t.diagnostic(`${c.api}: ${docBytes} bytes, primed ${primed} tokens; head after ${r.headersAt} ms, ` +
+        `answer after ${r.total} ms, longest silence ${r.maxGap} ms, ${got.pings} keep-alive events; ` +
+        `disk ${r.headers['x-warmslot-disk'] ?? r.trailers['x-warmslot-disk'] ?? '-'}`);
+      assert.equal(r.status, 200);
+      assert.match(r.headers['content-type'], /^text\/event-stream/);
+      assert.ok(primed > 1024, `${c.api}: warmslot primed the document (primed ${primed})`);
+      assert.ok(r.total > readTimeoutMs,
+        `${c.api}: the request took ${r.total} ms, not longer than the read timeout: raise KEEPALIVE_DOC_BYTES`);
+      assert.ok(got.pings >= Math.floor(readTimeoutMs / keepaliveMs) - 1, `${c.api}: ${got.pings} keep-alive events`);
+      assert.ok(r.maxGap < keepaliveMs + slackMs, `${c.api}: longest silence ${r.maxGap} ms`);
+      assert.equal(got.text, want[i], `${c.api}: the answer through warmslot is llama-server's own`);
+    }
+  } finally {
+    if (stopCycle) await stopCycle();
+    if (ws) await ws.stop();
+    await llama.stop();
+  }
+});
