@@ -161,3 +161,51 @@ test('a stream held while warmslot primes a long document gets keep-alive and th
     await llama.stop();
   }
 });
+
+// After the head went out, a refusal can no longer be an HTTP status: llama-server's 400 for a
+// prompt longer than the slot (the document alone fits, and warmslot primes it first) reaches
+// the client as one error event in its API's shape, and the stream ends.
+test('a refusal after the early head is one error event in the API\'s shape', { timeout: 600000 }, async (t) => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 8192 });
+  let ws;
+  let stopCycle = null;
+  try {
+    ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    const question = `Compare these notes with the document:\n${makeDocument(4100, 3000)}`;
+    for (const [i, c] of cases.entries()) {
+      const doc = makeDocument(4200 + i, 7000);  // primed for about 15 s
+      stopCycle = dutyCycle(llama.proc.child.pid, runMs, periodMs);
+      let r;
+      try {
+        r = await timedStream(ws.url, c.path, c.body(doc, question));
+      } finally {
+        await stopCycle();
+        stopCycle = null;
+      }
+      const { events, comments } = parseSse(r.raw);
+      t.diagnostic(`${c.api}: head after ${r.headersAt} ms, end after ${r.total} ms, ${comments} comments, ` +
+        `events ${JSON.stringify(events).slice(0, 400)}`);
+      assert.equal(r.status, 200, 'the head went out before the refusal');
+      assert.ok(r.headersAt >= keepaliveMs - 500, `the head waited for the interval (${r.headersAt} ms)`);
+      const last = events.at(-1);
+      assert.ok(last, 'the stream carries the error');
+      const body = JSON.parse(last.data);
+      if (c.api === 'chat') {
+        assert.equal(last.event, '');
+        assert.equal(body.error.code, 400);
+        assert.equal(body.error.type, 'exceed_context_size_error');
+      } else {
+        assert.equal(last.event, 'error');
+        assert.equal(body.type, 'error');
+        assert.equal(body.error.type, 'invalid_request_error');
+        assert.ok(body.error.message.length > 0);
+      }
+      assert.ok(r.maxGap < keepaliveMs + slackMs, `${c.api}: longest silence ${r.maxGap} ms`);
+    }
+  } finally {
+    if (stopCycle) await stopCycle();
+    if (ws) await ws.stop();
+    await llama.stop();
+  }
+});
