@@ -16,6 +16,7 @@ import { eraseSlots } from './lib/answers.mjs';
 import { sleep, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { makeDocument } from './lib/text.mjs';
+import { startRelay } from './lib/relay.mjs';
 
 const docBytes = Number(process.env.KEEPALIVE_DOC_BYTES ?? 12000);
 const runMs = Number(process.env.KEEPALIVE_DUTY ?? 40);
@@ -206,6 +207,57 @@ test('a refusal after the early head is one error event in the API\'s shape', { 
   } finally {
     if (stopCycle) await stopCycle();
     if (ws) await ws.stop();
+    await llama.stop();
+  }
+});
+
+// llama-server sends no head for a request that waits in its own queue; the stream warmslot
+// holds meanwhile gets the keep-alive too (here a loopback relay holds the request as that queue
+// would), and a request's own sse_ping_interval makes the interval shorter.
+test('a stream waiting for the backend\'s head gets keep-alive; sse_ping_interval shortens it', { timeout: 300000 }, async (t) => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 4096 });
+  const relay = await startRelay(() => llama.url);
+  let ws;
+  try {
+    ws = await startWarmslot({ backends: [{ name: 'b', url: relay.url }], extra: settings });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    const chat = { messages: [{ role: 'user', content: 'Say something.' }], max_tokens: 8, temperature: 0,
+      stream: true };
+    const runs = [
+      { what: 'chat', path: '/v1/chat/completions', body: chat, every: keepaliveMs },
+      { what: 'chat with sse_ping_interval 1', path: '/v1/chat/completions', body: { ...chat, sse_ping_interval: 1 }, every: 1000 },
+      { what: 'responses', path: '/v1/responses',
+        body: { model: 'tiny', input: 'Say something.', max_output_tokens: 8, temperature: 0, stream: true }, every: keepaliveMs },
+    ];
+    const holdMs = 8000;
+    for (const run of runs) {
+      const want = await timedStream(llama.url, run.path, run.body, 60000);
+      relay.holdOnly = new RegExp(`^${run.path.replace(/\//g, '\\/')}`);
+      const pending = timedStream(ws.url, run.path, run.body);
+      await waitFor('the request held', () => relay.heldPaths.some((p) => p.includes(run.path)), 30000);
+      await sleep(holdMs);
+      await relay.release();
+      relay.heldPaths.length = 0;
+      const r = await pending;
+      const { events, comments } = parseSse(r.raw);
+      t.diagnostic(`${run.what}: head after ${r.headersAt} ms, longest silence ${r.maxGap} ms, ${comments} comments`);
+      assert.equal(r.status, 200);
+      assert.ok(r.headersAt <= run.every + slackMs, `${run.what}: head after ${r.headersAt} ms`);
+      assert.ok(comments >= Math.floor(holdMs / run.every) - 1, `${run.what}: ${comments} keep-alive comments`);
+      assert.ok(r.maxGap < run.every + slackMs, `${run.what}: longest silence ${r.maxGap} ms`);
+      // The backend's events follow in the same response: the answer llama-server gives.
+      const text = (raw) => parseSse(raw).events.map((e) => {
+        if (e.data === '[DONE]') return '';
+        const j = JSON.parse(e.data);
+        return j.choices?.[0]?.delta?.content ?? (j.type === 'response.output_text.delta' ? j.delta : '');
+      }).join('');
+      assert.ok(events.length > 2, `${run.what}: the backend's events came through`);
+      assert.ok(text(want.raw).length > 0, `${run.what}: straight answer has text`);
+      assert.equal(text(r.raw), text(want.raw), `${run.what}: the answer through warmslot is llama-server's own`);
+    }
+  } finally {
+    if (ws) await ws.stop();
+    await relay.stop();
     await llama.stop();
   }
 });
