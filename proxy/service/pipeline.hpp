@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "api/admin.hpp"
 #include "api/endpoints.hpp"
 #include "api/errors.hpp"
 #include "api/timings.hpp"
@@ -148,6 +149,7 @@ private:
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
     awaitable<void> admin(http_server::exchange& ex, outcome& out);  // service/admin.cpp
+    awaitable<void> warm_streamed(http_server::exchange& ex, outcome& out, api::warm_request w);
     // Request rewriting (service/explain.cpp): rewrites a chat body in place before it is
     // planned and forwarded; explain answers with the rewrite and the plan, runs nothing.
     std::optional<rewrite::result> apply_rewrites(http_server::exchange& ex, nlohmann::json& body,
