@@ -66,6 +66,10 @@ std::variant<warm_args, std::string> parse_warm_args(const std::vector<std::stri
     warm_args a;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& flag = args[i];
+        if (flag == "--quiet" || flag == "--json") {
+            (flag == "--quiet" ? a.quiet : a.json) = true;
+            continue;
+        }
         if (i + 1 >= args.size()) return flag + " needs a value";
         const auto& value = args[++i];
         if (flag == "--model")

@@ -46,6 +46,8 @@ struct warm_args {
     std::vector<std::string> doc_files;
     std::string url = "http://127.0.0.1:8080";
     std::string api_key_env;  // name of the variable holding the key ("" = no key)
+    bool quiet = false;       // --quiet: no progress, no summary; errors only
+    bool json = false;        // --json: no progress; the server's JSON report
 };
 std::variant<warm_args, std::string> parse_warm_args(const std::vector<std::string>& args);
 

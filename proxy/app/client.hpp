@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace warmslot::app {
 
@@ -26,6 +28,19 @@ struct client_response {
 // GET (post false) or POST with a JSON body. Throws on connection and protocol errors.
 client_response client_call(const client_target& t, bool post, std::string target, std::string body,
                             std::chrono::seconds timeout);
+
+// A POST whose answer is a stream of Server-Sent Events (Accept: text/event-stream): `on_event`
+// gets each event's name and data as it arrives. An answer other than 200 comes back whole in
+// `body`, without events. Ctrl-C (SIGINT) while it runs closes the connection at once and sets
+// `interrupted`, so the server sees its client leave. Throws on connection and protocol errors.
+struct stream_response {
+    unsigned status = 0;
+    std::string body;
+    bool interrupted = false;
+};
+using event_handler = std::function<void(std::string_view name, std::string_view data)>;
+stream_response client_stream(const client_target& t, std::string target, std::string body,
+                              std::chrono::seconds timeout, event_handler on_event);
 
 // The OpenAI-shaped error's message, else the start of the body.
 std::string error_message(const client_response& r);

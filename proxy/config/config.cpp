@@ -201,12 +201,13 @@ limits reader::read_limits(const entry& e) const {
 }
 
 timeouts reader::read_timeouts(const entry& e) const {
-    static constexpr std::array<std::pair<std::string_view, millis timeouts::*>, 7> names{{
+    static constexpr std::array<std::pair<std::string_view, millis timeouts::*>, 8> names{{
         {"header_read", &timeouts::header_read},
         {"body_read", &timeouts::body_read},
         {"connect", &timeouts::connect},
         {"upstream_response", &timeouts::upstream_response},
         {"stream_idle", &timeouts::stream_idle},
+        {"stream_keepalive", &timeouts::stream_keepalive},
         {"client_idle", &timeouts::client_idle},
         {"shutdown_grace", &timeouts::shutdown_grace},
     }};

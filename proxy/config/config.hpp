@@ -102,6 +102,8 @@ struct timeouts {
     // backend's response headers (prefill of long prompts is slow)
     millis upstream_response{3'600'000};
     millis stream_idle{1'800'000};  // silence allowed between two chunks of a response
+    // A stream's keep-alive while warmslot's own work runs before the backend answers
+    millis stream_keepalive{10'000};
     millis client_idle{60'000};     // keep-alive: idle client connection is closed after this
     millis shutdown_grace{10'000};  // on stop: how long in-flight requests may finish
 };

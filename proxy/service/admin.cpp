@@ -7,7 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/warm_progress.hpp"
 #include "service/pipeline.hpp"
+#include "service/relay.hpp"
+#include "sse/writer.hpp"
+#include "upstream/llama_client.hpp"
 #include "util/log.hpp"
 
 namespace warmslot::service {
@@ -21,7 +25,118 @@ std::shared_ptr<spdlog::logger> admin_log() {
 // A question the warm-up request ends with: only there to close the stable prefix.
 constexpr std::string_view warm_question = "?";
 
+// How often a streamed warm-up reports, and how long one look at the slot may take (llama-server
+// answers GET /slots between two batches of the prefill).
+constexpr std::chrono::seconds progress_every{1};
+constexpr std::chrono::seconds slots_timeout{60};
+
+// One SSE event as a chunk of the answer's body.
+std::string chunk_of(const std::string& event) {
+    return fmt::format("{:x}\r\n{}\r\n", event.size(), event);
+}
+
+// The progress reports of a streamed warm-up: a coroutine beside the warm-up on the request's
+// worker, stopped (and waited for) before the final report is written.
+struct progress_feed {
+    explicit progress_feed(const net::any_io_executor& ex) : tick(ex), idle(ex) {}
+    net::steady_timer tick;
+    net::steady_timer idle;  // cancelled when the feed ends: what stop waits on
+    bool stopping = false;
+    bool running = true;
+};
+
+awaitable<void> feed_progress(std::shared_ptr<progress_feed> f, http_server::exchange* ex,
+                              config::snapshot cfg, upstream::pool* pool,
+                              const tier::warm_watch* w, const bool* gone) {
+    std::string last;
+    while (!f->stopping) {
+        f->tick.expires_after(progress_every);
+        co_await f->tick.async_wait(nothrow);
+        // Once the client left, no more looks at the slot: llama-server notices a closed
+        // connection only when no other answer wakes its wait for a whole second, so frequent
+        // GET /slots would keep the cut priming running.
+        if (f->stopping || w->backend < 0 || *gone) continue;
+        const auto& b = cfg->backends[static_cast<std::size_t>(w->backend)];
+        api::warm_progress p{"prefill", 0, w->total, b.name, w->slot};
+        if (w->now == tier::warm_watch::phase::save) {
+            p.phase = "save";
+            p.done = w->total;
+        } else {
+            const auto r = co_await upstream::call(*pool, b, http::verb::get, "/slots", "", slots_timeout);
+            if (f->stopping) break;
+            if (r.ec || r.status != 200) continue;
+            p.done = std::min(api::slot_tokens(r.body, w->slot).value_or(0), w->total);
+        }
+        const auto event = sse::format_named_event("progress", api::to_json(p).dump());
+        if (event == last) continue;
+        last = event;
+        ex->client->expires_after(cfg->timeouts.stream_idle);
+        auto [ec, n] = co_await net::async_write(*ex->client, net::buffer(chunk_of(event)), nothrow);
+        if (ec) break;  // the client is gone: its watch cuts the priming
+    }
+    f->running = false;
+    f->idle.cancel();
+}
+
 }  // namespace
+
+// POST /admin/warm with Accept: text/event-stream: the warm-up's progress, then its report, in
+// one stream (api/warm_progress.hpp). A client that leaves cuts the priming: its connection to
+// llama-server is closed, which cancels the prefill there.
+awaitable<void> pipeline::warm_streamed(http_server::exchange& ex, outcome& out,
+                                        api::warm_request w) {
+    auto& pool = *pools_[ex.worker];
+    http::response_header<> h;
+    h.version(11);
+    h.result(http::status::ok);
+    h.set(http::field::content_type, "text/event-stream");
+    h.set(http::field::cache_control, "no-store");
+    h.set("X-Warmslot-Request-Id", ex.id);
+    for (const auto& [name, value] : ex.response_headers) h.set(name, value);
+    h.set(http::field::transfer_encoding, "chunked");
+    if (!ex.keep_alive) h.set(http::field::connection, "close");
+    out.status = 200;
+    ex.client->expires_after(out.cfg->timeouts.stream_idle);
+    auto [ec, n] = co_await net::async_write(*ex.client, net::buffer(http_server::serialized_head(h)), nothrow);
+    if (ec) co_return void(ex.keep_alive = false);
+    forward_state st;  // its watch closes st.current, the priming call's connection
+    tier::warm_watch watch;
+    watch.in_flight = &st.current;
+    auto feed = std::make_shared<progress_feed>(ex.client->get_executor());
+    net::co_spawn(ex.client->get_executor(),
+                  feed_progress(feed, &ex, out.cfg, &pool, &watch, &st.client_gone), net::detached);
+    std::variant<tier::slot_report, tier::warm_error> result;
+    {
+        const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
+        result = co_await disk_->warm(pool, api::warm_chat_body(w, warm_question), w.model,
+                                      out.caller ? out.caller->tenant : std::string(), &watch);
+    }
+    feed->stopping = true;
+    feed->tick.cancel();
+    while (feed->running) {
+        feed->idle.expires_at(net::steady_timer::time_point::max());
+        co_await feed->idle.async_wait(nothrow);
+    }
+    std::string last;
+    if (auto* e = std::get_if<tier::warm_error>(&result)) {
+        out.error = e->kind;
+        last = sse::format_named_event("error", api::error_body(e->kind, e->message));
+    } else {
+        const auto& r = std::get<tier::slot_report>(result);
+        out.backend = r.backend;
+        out.slot = r.slot;
+        last = sse::format_named_event("report", to_json(r).dump());
+    }
+    if (st.client_gone) {
+        admin_log()->info("req={} admin warm: the client left; the priming was cut", ex.id);
+        co_return void(ex.keep_alive = false);
+    }
+    const std::string bytes = chunk_of(last) + http_server::serialized_last_chunk(http::fields{});
+    ex.client->expires_after(out.cfg->timeouts.stream_idle);
+    std::tie(ec, n) = co_await net::async_write(*ex.client, net::buffer(bytes), nothrow);
+    out.bytes_out += last.size();
+    if (ec) ex.keep_alive = false;
+}
 
 awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
     const auto path = api::path_of(std::string_view(ex.request.target()));
@@ -66,6 +181,10 @@ awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
             co_return;
         }
         const auto& w = std::get<api::warm_request>(parsed);
+        if (ex.request[http::field::accept].find("text/event-stream") != std::string_view::npos) {
+            co_await warm_streamed(ex, out, w);
+            co_return;
+        }
         auto result = co_await disk_->warm(pool, api::warm_chat_body(w, warm_question), w.model,
                                            out.caller ? out.caller->tenant : std::string());
         if (auto* e = std::get_if<tier::warm_error>(&result)) {

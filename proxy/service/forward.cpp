@@ -20,6 +20,7 @@
 #include "api/forward_headers.hpp"
 #include "api/session_hint.hpp"
 #include "routing/reservation.hpp"
+#include "service/keepalive.hpp"
 #include "service/pipeline.hpp"
 #include "service/relay.hpp"
 #include "service/wakeup.hpp"
@@ -178,7 +179,11 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
         st.last_error = ec;
         co_return upstream::stale(up, ec) ? attempt::stale_connection : attempt::backend_failed;
     }
+    // The backend answers: the keep-alive ends here, and its head, when it went out, is the
+    // answer's.
+    if (out.keeper) st.early_head = co_await out.keeper->stop();
     co_await relay(ex, up, p, st, out, cfg, extra);
+    if (st.early_head) out.keeper->ended();  // whole, or its connection closes
     co_return attempt::relayed;
 }
 
@@ -454,6 +459,17 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         out.disk = tier::disk_action{};
         out.disk.primed = primed;
         const auto stale_before = pool.stale_count(b.host, b.port);
+        const bool pin = slot && takes_id_slot(shape);
+        header_list extra = {
+            {"X-Warmslot-Backend", b.name},
+            {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
+            {"X-Warmslot-Slot", pin ? std::to_string(*slot) : "-"}};
+        // A floating request: the slot llama-server's own choice is expected to take, where the
+        // disk tier prepared the prefix.
+        if (slot && !pin) extra.emplace_back("X-Warmslot-Expected-Slot", std::to_string(*slot));
+        if (!out.rewrites.empty()) extra.emplace_back("X-Warmslot-Rewrites", out.rewrites);
+        // What a stream's head says if it goes out while the slot is prepared.
+        if (out.keeper) out.keeper->set_headers(extra);
         const bool tiered = slot && disk_ && fp && view.chat() && !lora && worth_preparing(*fp);
         // The request's tokens first: those calls are the first to meet a backend that
         // restarted since the plan (closed pooled connections), and then what the plan believed
@@ -499,17 +515,9 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         // floating request has a slot of its own, prepared for it and predicted to be chosen:
         // it waited for its turn above instead.)
         if (!slot && takes_slot) co_await wait_for_preparations(cfg, static_cast<int>(i), st);
-        header_list extra = {
-            {"X-Warmslot-Backend", b.name},
-            {"X-Warmslot-Route", planned ? route_header(t.p, waited_ms) : "failover"},
-            {"X-Warmslot-Slot", pin ? std::to_string(*slot) : "-"}};
-        // A floating request: the slot llama-server's own choice is expected to take, where the
-        // disk tier prepared the prefix.
-        if (slot && !pin) extra.emplace_back("X-Warmslot-Expected-Slot", std::to_string(*slot));
         if (const auto d = describe(out.disk); !d.empty()) extra.emplace_back("X-Warmslot-Disk", d);
         if (out.disk.primed > 0)
             extra.emplace_back("X-Warmslot-Primed-Tokens", std::to_string(out.disk.primed));
-        if (!out.rewrites.empty()) extra.emplace_back("X-Warmslot-Rewrites", out.rewrites);
         out.backend = b.name;
         out.route = extra[1].second;
         out.slot = pin ? slot : std::nullopt;

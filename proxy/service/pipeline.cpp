@@ -11,6 +11,8 @@
 
 #include "api/endpoints.hpp"
 #include "api/json_parse.hpp"
+#include "api/keepalive.hpp"
+#include "service/keepalive.hpp"
 #include "service/relay.hpp"
 #include "service/wakeup.hpp"
 #include "util/escape.hpp"
@@ -81,7 +83,22 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
         const bool json_body = ep.kind == api::endpoint_kind::forward_json;
         std::optional<rewrite::result> rewritten;
         if (json_body) rewritten = apply_rewrites(ex, body, out);
+        // A stream is kept alive while warmslot works before the backend answers (HTTP/1.1:
+        // the early head is chunked).
+        std::optional<stream_keeper> keeper;
+        const auto every = json_body && ex.request.version() == 11
+                               ? api::stream_keepalive(ep.shape, body, out.cfg->timeouts.stream_keepalive)
+                               : std::nullopt;
+        if (every) {
+            keeper.emplace(ex, *every, out.cfg->timeouts.stream_idle, ep.dialect);
+            out.keeper = &*keeper;
+        }
         co_await forward(ex, out, json_body ? &body : nullptr);
+        if (keeper) {
+            // Every answer stops it first; a head left without its end closes the connection.
+            if (co_await keeper->stop() && !keeper->is_ended()) ex.keep_alive = false;
+            out.keeper = nullptr;
+        }
         if (rewritten && out.status == 200 && !out.client_gone)
             rewriter_.remember(out.caller->tenant, *rewritten);
     }
@@ -157,6 +174,10 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
     if (kind == api::error_kind::unauthorized && refusals_) {
         refusals_->add(http_server::refusal::unauthorized);
     }
+    if (out.keeper && co_await out.keeper->stop()) {
+        co_await fail_in_stream(ex, out, api::sse_error_event(kind, message, out.cls.ep.dialect));
+        co_return;
+    }
     auto ec = co_await http_server::write_json(
         ex, info.status, api::error_body(kind, message, out.cls.ep.dialect),
         out.cfg->timeouts.stream_idle);
@@ -168,6 +189,10 @@ awaitable<void> pipeline::fail_starting(http_server::exchange& ex, outcome& out,
     const auto kind = api::error_kind::backend_unavailable;
     out.status = api::describe(kind).status;
     out.error = kind;
+    if (out.keeper && co_await out.keeper->stop()) {
+        co_await fail_in_stream(ex, out, api::sse_error_event(kind, a.error, out.cls.ep.dialect));
+        co_return;
+    }
     http::response<http::string_body> res{static_cast<http::status>(out.status), 11};
     res.set(http::field::content_type, "application/json; charset=utf-8");
     res.set(http::field::retry_after,
@@ -179,6 +204,19 @@ awaitable<void> pipeline::fail_starting(http_server::exchange& ex, outcome& out,
     ex.client->expires_after(out.cfg->timeouts.stream_idle);
     const auto ec = co_await http_server::write_message(*ex.client, res);
     ex.client->expires_never();
+    if (ec) ex.keep_alive = false;
+}
+
+// An error once the stream's head went out early: one error event and the stream's end. The
+// access line gives the status the error would have had.
+awaitable<void> pipeline::fail_in_stream(http_server::exchange& ex, outcome& out,
+                                         std::string event) {
+    std::string bytes = fmt::format("{:x}\r\n{}\r\n", event.size(), event);
+    bytes += http_server::serialized_last_chunk(http::fields{});
+    ex.client->expires_after(out.cfg->timeouts.stream_idle);
+    auto [ec, n] = co_await net::async_write(*ex.client, net::buffer(bytes), nothrow);
+    out.bytes_out += event.size();
+    out.keeper->ended();
     if (ec) ex.keep_alive = false;
 }
 

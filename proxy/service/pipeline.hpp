@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "api/admin.hpp"
 #include "api/endpoints.hpp"
 #include "api/errors.hpp"
 #include "api/timings.hpp"
@@ -31,6 +32,7 @@ namespace warmslot::service {
 class watch_list;
 class wakeup_hub;
 struct prompt_view;  // service/forward.cpp
+class stream_keeper;  // service/keepalive.hpp
 
 // What a request is, decided once when it arrives: the endpoint (kind, API shape, error
 // dialect) and the model it names ("" when none). Forwarding, rewriting, the plan, the disk tier
@@ -59,6 +61,9 @@ struct outcome {
     tier::disk_action disk;         // what the disk tier did before the request ran
     std::string rewrites;     // X-Warmslot-Rewrites as sent ("" when no rule applies)
     std::string waited;       // why the request waited before it was planned, and how long
+    // A streaming request's keep-alive while warmslot works before the backend answers; null
+    // for other requests. Whoever answers stops it first (it may have sent the head).
+    stream_keeper* keeper = nullptr;
 };
 
 struct forward_state;
@@ -144,6 +149,7 @@ private:
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
     awaitable<void> admin(http_server::exchange& ex, outcome& out);  // service/admin.cpp
+    awaitable<void> warm_streamed(http_server::exchange& ex, outcome& out, api::warm_request w);
     // Request rewriting (service/explain.cpp): rewrites a chat body in place before it is
     // planned and forwarded; explain answers with the rewrite and the plan, runs nothing.
     std::optional<rewrite::result> apply_rewrites(http_server::exchange& ex, nlohmann::json& body,
@@ -156,6 +162,8 @@ private:
                 double ms);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                          std::string message);
+    // One SSE error `event` and the end of a stream whose head the keeper already sent.
+    awaitable<void> fail_in_stream(http_server::exchange& ex, outcome& out, std::string event);
     // 503 backend_unavailable with Retry-After: a backend that could not be started in time.
     awaitable<void> fail_starting(http_server::exchange& ex, outcome& out, const admission& a);
     // `g`: what the header checks found (service/gate.cpp).

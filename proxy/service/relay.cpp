@@ -9,6 +9,8 @@
 
 #include "api/errors.hpp"
 #include "api/forward_headers.hpp"
+#include "api/keepalive.hpp"
+#include "service/keepalive.hpp"
 #include "service/pipeline.hpp"
 #include "sse/parser.hpp"
 
@@ -108,10 +110,15 @@ void set_stats(http::fields& f, const std::optional<api::prompt_stats>& s, std::
     f.set(processed_header, processed_text(*s, primed));
 }
 
-// The last chunk of a chunked answer, with what the cache did as trailers.
-std::string last_chunk(const std::optional<api::prompt_stats>& s, std::uint64_t primed) {
+// The last chunk of a chunked answer, with what the cache did as trailers; after an early
+// head (stream_keeper) also what that head could not carry yet.
+std::string last_chunk(const outcome& out, bool early_head) {
     http::fields trailers;
-    set_stats(trailers, s, primed);
+    set_stats(trailers, out.stats, out.disk.primed);
+    if (early_head && out.disk.primed > 0)
+        trailers.set("X-Warmslot-Primed-Tokens", std::to_string(out.disk.primed));
+    if (const auto d = early_head ? describe(out.disk) : std::string(); !d.empty())
+        trailers.set("X-Warmslot-Disk", d);
     return http_server::serialized_last_chunk(trailers);
 }
 
@@ -268,13 +275,17 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
     const auto length = p.content_length();
     head_builder res(head.base(), extra, ex.id);
     for (const auto& [name, value] : ex.response_headers) res.set(name, value);
+    // The head went out early (stream_keeper): the body goes on in its chunks.
+    const bool early = st.early_head;
     // An HTTP/1.0 client knows no chunked encoding: a body of unknown length ends where the
     // connection closes.
     const bool unknown_length = !length || p.chunked();
-    const bool until_close = unknown_length && ex.request.version() < 11;
-    const bool chunked = unknown_length && !until_close;
+    const bool until_close = !early && unknown_length && ex.request.version() < 11;
+    const bool chunked = early || (unknown_length && !until_close);
     const std::string length_text = length ? std::to_string(*length) : "";
-    if (chunked) {
+    if (early) {
+        // Its fields are merged into the head already sent: nothing is written twice.
+    } else if (chunked) {
         res.set("Transfer-Encoding", "chunked");
         res.set("Trailer", trailer_names);
     } else if (!until_close) {
@@ -286,7 +297,7 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
     out.streamed = sse;
     // The head goes out with the body bytes that came with it, or alone before waiting for
     // more: it never waits on the backend.
-    std::string head_bytes = res.str();
+    std::string head_bytes = early ? std::string() : res.str();
     sse_stats stats;
     std::array<char, 64 * 1024> buf;
     error_code rec;
@@ -300,7 +311,7 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         const bool done = p.is_done() && !rec;
         if (done) {
             out.stats = stats.stats;
-            if (chunked) last = last_chunk(out.stats, out.disk.primed);
+            if (chunked) last = last_chunk(out, early);
         }
         if (got > 0 || !head_bytes.empty() || !last.empty()) {
             ex.client->expires_after(cfg.timeouts.stream_idle);
@@ -334,14 +345,15 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         }
         out.error = rec == beast::error::timeout ? api::error_kind::upstream_timeout
                                                  : api::error_kind::backend_bad_response;
-        if (!(sse && unknown_length)) co_return void(ex.keep_alive = false);  // cannot be framed
+        // cannot be framed
+        if (!(sse && (unknown_length || early))) co_return void(ex.keep_alive = false);
         const auto event = api::sse_error_event(
             *out.error, "the backend failed during the stream: " + rec.message(), out.cls.ep.dialect);
         out.stats = stats.stats;
         // Built before the co_await: g++ 12 mishandles temporaries of a conditional expression
         // inside a co_await (they are destroyed twice).
         std::string tail;
-        if (chunked) tail = last_chunk(out.stats, out.disk.primed);
+        if (chunked) tail = last_chunk(out, early);
         ex.client->expires_after(cfg.timeouts.stream_idle);
         const auto wec =
             co_await write_out(*ex.client, {}, chunked, event.data(), event.size(), tail);
@@ -353,6 +365,41 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
     st.upstream_reusable = !rec && p.is_done() && p.keep_alive() && !p.chunked();
 }
 
+// An answer that is no event stream (an error llama-server answered before its stream began,
+// for a prompt too long or a model still loading) to a request whose stream head warmslot
+// already sent: one error event in the API's shape, then the end. The access line gives the
+// backend's status.
+awaitable<void> relay_into_started(http_server::exchange& ex, upstream::connection& up,
+                                   http::response_parser<http::buffer_body>& p, forward_state& st,
+                                   outcome& out, const config::config& cfg) {
+    http::response_parser<http::string_body> whole{std::move(p)};
+    whole.body_limit(max_buffered_body);
+    auto [ec, n] = http_server::parse_buffered(whole, up.buffer);
+    if (!ec && !whole.is_done()) {
+        up.stream.expires_after(cfg.timeouts.stream_idle);
+        std::tie(ec, n) = co_await http::async_read(up.stream, up.buffer, whole, nothrow);
+    }
+    const unsigned status = whole.get().result_int();
+    std::string event;
+    if (ec) {
+        event = api::sse_error_event(api::error_kind::backend_bad_response,
+                                     "the backend's answer could not be read: " + ec.message(),
+                                     out.cls.ep.dialect);
+    } else {
+        event = api::sse_error_of_answer(status, whole.get().body(), out.cls.ep.dialect);
+    }
+    out.status = !ec && status >= 400 ? status : 502;
+    if (out.status == 502) out.error = api::error_kind::backend_bad_response;
+    st.complete(std::nullopt);
+    st.upstream_reusable = !ec && whole.keep_alive();
+    const std::string tail = last_chunk(out, true);
+    ex.client->expires_after(cfg.timeouts.stream_idle);
+    const auto wec = co_await write_out(*ex.client, {}, true, event.data(), event.size(), tail);
+    st.headers_sent = true;
+    out.bytes_out += event.size();
+    if (wec) ex.keep_alive = false;
+}
+
 }  // namespace
 
 // Not a coroutine itself: it hands over the coroutine that relays, without a frame of its own.
@@ -360,6 +407,12 @@ awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
                       http::response_parser<http::buffer_body>& p, forward_state& st,
                       outcome& out, const config::config& cfg, const header_list& extra) {
     const bool sse = p.get()[http::field::content_type].starts_with("text/event-stream");
+    if (st.early_head) {
+        if (sse && p.get().result() == http::status::ok) {
+            return relay_streamed(ex, up, p, st, out, cfg, extra, true);
+        }
+        return relay_into_started(ex, up, p, st, out, cfg);
+    }
     const auto length = p.content_length();
     if (!sse && length && !p.chunked() && *length <= max_buffered_body) {
         return relay_buffered(ex, up, p, st, out, cfg, extra);

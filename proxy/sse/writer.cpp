@@ -20,4 +20,16 @@ std::string format_data_event(std::string_view payload) {
     return out;
 }
 
+std::string format_named_event(std::string_view name, std::string_view payload) {
+    std::string out = "event: ";
+    out.append(name).push_back('\n');
+    return out + format_data_event(payload);
+}
+
+std::string format_comment(std::string_view text) {
+    std::string out = ":";
+    if (!text.empty()) out.append(" ").append(text);
+    return out.append("\n\n");
+}
+
 }  // namespace warmslot::sse

@@ -189,7 +189,8 @@ awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backen
 
 awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool& pool, json body,
                                                                  std::string model,
-                                                                 std::string tenant) {
+                                                                 std::string tenant,
+                                                                 warm_watch* watch) {
     using result = std::variant<slot_report, warm_error>;
     const auto fp = routing::fingerprint_request(routing::request_kind::chat, body);
     if (!fp || fp->stable_levels == 0) {
@@ -259,7 +260,7 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
         }
         const auto before = co_await save_reserved(pool, t, p->key, true);  // if worth keeping
         remember(t.p.backend, *t.p.slot, *p);
-        const auto a = co_await snapshot(pool, t, *p, true);
+        const auto a = co_await snapshot(pool, t, *p, true, watch);
         r.primed = before.primed + a.primed;
         if (a.what == disk_action::kind::snapshotted) {
             r.saved = true;

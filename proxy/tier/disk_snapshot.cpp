@@ -78,7 +78,7 @@ awaitable<void> disk_tier::drop_checkpoints(upstream::pool& pool, const config::
 }
 
 awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket& t,
-                                           const prefix& p, bool on_demand) {
+                                           const prefix& p, bool on_demand, warm_watch* watch) {
     disk_action a;
     const auto cfg = src_.current();
     const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
@@ -106,6 +106,14 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         }
         reg_.set_held(t, {}, 0);
     }
+    upstream::connection** in_flight = nullptr;
+    if (watch) {
+        watch->backend = t.p.backend;
+        watch->slot = *t.p.slot;
+        watch->total = tokens->size();
+        watch->now = warm_watch::phase::prefill;
+        in_flight = watch->in_flight;
+    }
     // First up to where the request's last user message starts (on a hybrid model): the slot
     // then has the context checkpoint llama-server makes there for the request itself, which
     // a later question or session that parts from this prefix rolls back to.
@@ -116,7 +124,8 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         json first = {{"prompt", head}, {"n_predict", 1}, {"id_slot", *t.p.slot},
                       {"cache_prompt", true}, {"temperature", 0}};
         const auto r = co_await upstream::call(pool, b, http::verb::post, "/completion",
-                                               first.dump(), cfg->timeouts.upstream_response);
+                                               first.dump(), cfg->timeouts.upstream_response,
+                                               in_flight);
         const auto stats = r.status == 200 ? api::find_prompt_stats(r.body) : std::nullopt;
         if (stats) first_primed = static_cast<std::uint64_t>(std::max(0L, stats->processed));
     }
@@ -124,7 +133,8 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     json prime = {{"prompt", *tokens}, {"n_predict", 1}, {"id_slot", *t.p.slot},
                   {"cache_prompt", true}, {"temperature", 0}};
     const auto primed = co_await upstream::call(pool, b, http::verb::post, "/completion",
-                                                prime.dump(), cfg->timeouts.upstream_response);
+                                                prime.dump(), cfg->timeouts.upstream_response,
+                                                in_flight);
     const auto prime_stats =
         primed.status == 200 ? api::find_prompt_stats(primed.body) : std::nullopt;
     const bool from_scratch = prime_stats && prime_stats->cached == 0;
@@ -143,6 +153,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         co_return a;
     }
     reg_.set_held(t, p.levels, tokens->size());
+    if (watch) watch->now = warm_watch::phase::save;
     cache::snapshot s;
     const bool ok = co_await save_file(pool, t, p, tokens->size(), s);
     saved(t.p.backend, ok);

@@ -93,6 +93,19 @@ struct save_report {
 nlohmann::json to_json(const slot_report& r);
 nlohmann::json to_json(const save_report& r);
 
+// What a warm-up does now, for a caller that shows its progress (POST /admin/warm streamed),
+// and where that caller can cut it. Written by the warm-up, read by the caller's other
+// coroutines: all on the request's worker.
+struct warm_watch {
+    int backend = -1;          // where the prefix is primed, once chosen
+    int slot = -1;
+    std::uint64_t total = 0;   // tokens of the prefix
+    enum class phase { starting, prefill, save } now = phase::starting;
+    // The priming call's connection while it runs: closing it cancels the prefill on
+    // llama-server (upstream::call's in_flight).
+    upstream::connection** in_flight = nullptr;
+};
+
 // One slot directory as its index lists it (the dashboard's disk panel).
 struct disk_listing {
     std::string dir;
@@ -175,8 +188,10 @@ public:
     // (everything before the final user turn) and saves it, ignoring snapshot_after_uses.
     // `model` is the name to route by ("" = any backend); the file is charged to `tenant`.
     // POST /admin/warm.
+    // `watch` (may be null) follows the priming and save of the prefix.
     awaitable<std::variant<slot_report, warm_error>> warm(upstream::pool& pool, nlohmann::json body,
-                                                          std::string model, std::string tenant);
+                                                          std::string model, std::string tenant,
+                                                          warm_watch* watch = nullptr);
 
     // Every open index's files, read on the index thread (tier/disk_listing.cpp).
     awaitable<std::vector<disk_listing>> listing();
@@ -250,7 +265,7 @@ private:
     // `on_demand`: an explicit save (POST /admin/snapshot, /admin/warm, before a stop), which
     // the backoff after failed saves does not hold back.
     awaitable<disk_action> snapshot(upstream::pool& pool, routing::ticket& t, const prefix& p,
-                                    bool on_demand);
+                                    bool on_demand, warm_watch* watch = nullptr);
     awaitable<bool> save_file(upstream::pool& pool, routing::ticket& t, const prefix& p,
                               std::size_t tokens, cache::snapshot& s);
     awaitable<void> drop_checkpoints(upstream::pool& pool, const config::backend& b,

@@ -12,7 +12,8 @@ struct attempt {
 // One try; `fresh`: on a new connection.
 awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb method,
                              std::string target, std::string body,
-                             std::chrono::milliseconds timeout, bool fresh) {
+                             std::chrono::milliseconds timeout, bool fresh,
+                             connection** in_flight) {
     attempt a;
     reply& r = a.r;
     auto [ec, conn] = co_await p.acquire(b.host, b.port, timeout, fresh);
@@ -20,6 +21,11 @@ awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb metho
         r.ec = ec;
         co_return a;
     }
+    struct shown {
+        connection** at;
+        ~shown() { if (at) *at = nullptr; }
+    } const show{in_flight};
+    if (in_flight) *in_flight = conn.get();
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, conn->key);
     if (!b.child_key.empty()) req.set(http::field::authorization, "Bearer " + b.child_key);
@@ -49,10 +55,12 @@ awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb metho
 // Sent again only when a pooled connection turned out closed before it answered: a slot save
 // that timed out is never sent twice.
 awaitable<reply> call(pool& p, const config::backend& b, http::verb method, std::string target,
-                      std::string body, std::chrono::milliseconds timeout) {
-    auto first = co_await call_once(p, b, method, target, body, timeout, false);
+                      std::string body, std::chrono::milliseconds timeout,
+                      connection** in_flight) {
+    auto first = co_await call_once(p, b, method, target, body, timeout, false, in_flight);
     if (!first.stale) co_return std::move(first.r);
-    auto again = co_await call_once(p, b, method, std::move(target), std::move(body), timeout, true);
+    auto again = co_await call_once(p, b, method, std::move(target), std::move(body), timeout, true,
+                                    in_flight);
     co_return std::move(again.r);
 }
 

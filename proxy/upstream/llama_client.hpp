@@ -17,9 +17,13 @@ struct reply {
     std::string body;
 };
 
-// One request with a whole-response deadline. `body` empty: no body (GET).
+// One request with a whole-response deadline. `body` empty: no body (GET). `in_flight`, when
+// given, points at the connection while the call waits on it (null before and after): closing
+// that socket cuts the call, and llama-server cancels the task of a connection that closed. A
+// call cut so is not sent again.
 awaitable<reply> call(pool& p, const config::backend& b, http::verb method, std::string target,
-                      std::string body, std::chrono::milliseconds timeout);
+                      std::string body, std::chrono::milliseconds timeout,
+                      connection** in_flight = nullptr);
 
 // POST /slots/{slot}?action=erase: true when llama-server answered that it erased the slot.
 // Only for a slot warmslot holds reserved and idle.

@@ -77,7 +77,7 @@ for (const arch of ['llama', 'qwen35']) {
       assert.equal(noKey.code, 1);
       assert.match(noKey.stderr, /401: missing or invalid API key/);
 
-      const warmed = await warmCli([...args, '--api-key-env', 'ADMIN_KEY'], { ADMIN_KEY: key });
+      const warmed = await warmCli([...args, '--api-key-env', 'ADMIN_KEY', '--json'], { ADMIN_KEY: key });
       assert.equal(warmed.code, 0, warmed.stderr);
       const report = JSON.parse(warmed.stdout);
       assert.equal(report.saved, true, warmed.stdout);
@@ -89,7 +89,7 @@ for (const arch of ['llama', 'qwen35']) {
       const first = await ask(ws, askBody(system, docs, q1), auth);
       await assertOnlyQuestionComputed(first, llama.url, q1, 'first question ');
 
-      const again = await warmCli([...args, '--api-key-env', 'ADMIN_KEY'], { ADMIN_KEY: key });
+      const again = await warmCli([...args, '--api-key-env', 'ADMIN_KEY', '--json'], { ADMIN_KEY: key });
       assert.equal(again.code, 0, again.stderr);
       assert.equal(JSON.parse(again.stdout).reason, 'already on disk');
 

@@ -89,7 +89,7 @@ backends:
 api_keys: ["\${WARMSLOT_TEST_KEY}", literal-key-1]
 limits: {max_header_bytes: 32KiB, max_header_count: 500, max_body_bytes: 1.5GB, max_connections: 100000}
 timeouts: {header_read: 250ms, body_read: 30s, connect: 1s, upstream_response: 2h,
-           stream_idle: 5m, client_idle: 24h, shutdown_grace: 1ms}
+           stream_idle: 5m, stream_keepalive: 2s, client_idle: 24h, shutdown_grace: 1ms}
 routing: {enabled: false, short_request_tokens: 0, long_segment_tokens: 1, scratch_slot: true,
           scratch_min_slots: 4096, max_wait: 30s, reconcile_interval: 250ms}
 cache: {enabled: true, dir: /var/lib/warmslot, max_disk: 1073741824, min_prefix_tokens: 1,

@@ -80,6 +80,7 @@ TEST_CASE("config: minimal file gets every default") {
     CHECK(c.timeouts.connect == milliseconds{5'000});
     CHECK(c.timeouts.upstream_response == milliseconds{3'600'000});
     CHECK(c.timeouts.stream_idle == milliseconds{1'800'000});
+    CHECK(c.timeouts.stream_keepalive == milliseconds{10'000});
     CHECK(c.timeouts.client_idle == milliseconds{60'000});
     CHECK(c.timeouts.shutdown_grace == milliseconds{10'000});
     CHECK(c.log.level == "info");
@@ -111,6 +112,7 @@ TEST_CASE("config: every key set") {
         "  connect: 1.5s\n"
         "  upstream_response: 2h\n"
         "  stream_idle: 5m\n"
+        "  stream_keepalive: 2s\n"
         "  client_idle: 24h\n"
         "  shutdown_grace: 1ms\n"
         "log:\n"
@@ -144,6 +146,7 @@ TEST_CASE("config: every key set") {
     CHECK(c.timeouts.connect == milliseconds{1'500});
     CHECK(c.timeouts.upstream_response == milliseconds{7'200'000});
     CHECK(c.timeouts.stream_idle == milliseconds{300'000});
+    CHECK(c.timeouts.stream_keepalive == milliseconds{2'000});
     CHECK(c.timeouts.client_idle == milliseconds{86'400'000});
     CHECK(c.timeouts.shutdown_grace == milliseconds{1});
     CHECK(c.log.level == "debug");

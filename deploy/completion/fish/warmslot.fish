@@ -13,3 +13,5 @@ complete -c warmslot -n "__fish_seen_subcommand_from warm" -l system -r -F -d 'F
 complete -c warmslot -n "__fish_seen_subcommand_from warm" -l doc -r -F -d 'Document file, one user message each'
 complete -c warmslot -n "__fish_seen_subcommand_from warm" -l url -x -a http://127.0.0.1:8080 -d 'Where warmslot listens'
 complete -c warmslot -n "__fish_seen_subcommand_from warm" -l api-key-env -x -a '(set -xn)' -d 'Environment variable with the API key'
+complete -c warmslot -n "__fish_seen_subcommand_from warm" -l quiet -d 'Print no progress and no summary'
+complete -c warmslot -n "__fish_seen_subcommand_from warm" -l json -d 'Print the JSON report instead of progress'

@@ -1,0 +1,274 @@
+// Streams through warmslot are never silent longer than its keep-alive interval, also while
+// warmslot itself works before the backend answers: here it primes and saves a new document on
+// a real llama-server slowed by a SIGSTOP/SIGCONT duty cycle, so the priming alone takes longer
+// than the client's read timeout. The client (no byte for READ_TIMEOUT_MS = failure) gets the
+// stream's head, keep-alive events, then llama-server's answer through the same response: the
+// answer llama-server alone gives.
+//
+// Sizes: KEEPALIVE_DOC_BYTES (default 12000: the priming takes well over 20 s on two cores) and
+// KEEPALIVE_DUTY (run milliseconds of every 500, default 40); a 60 s+ priming is, for example,
+// KEEPALIVE_DOC_BYTES=24000.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { getJson, postJson, startLlama } from './lib/llama.mjs';
+import { eraseSlots } from './lib/answers.mjs';
+import { sleep, waitFor } from './lib/procs.mjs';
+import { startWarmslot } from './lib/warmslot.mjs';
+import { makeDocument } from './lib/text.mjs';
+import { startRelay } from './lib/relay.mjs';
+
+const docBytes = Number(process.env.KEEPALIVE_DOC_BYTES ?? 12000);
+const runMs = Number(process.env.KEEPALIVE_DUTY ?? 40);
+const periodMs = 500;
+const readTimeoutMs = 20000;
+const keepaliveMs = 3000;
+const slackMs = 2000;
+const settings = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_tokens: 1024\n' +
+  `timeouts:\n  stream_keepalive: ${keepaliveMs}ms\n`;
+
+// A streaming POST whose every byte is timed: fails when nothing arrives for `timeoutMs`.
+// `maxGap` is the longest silence of the whole answer, `heldGap` the longest before the first
+// event that is not a keep-alive (while warmslot holds the request; after it, silence is the
+// backend's own).
+function timedStream(base, path, body, timeoutMs = readTimeoutMs) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(path, base);
+    const start = Date.now();
+    let last = start;
+    let maxGap = 0;
+    let heldGap = 0;
+    let answering = false;
+    let headersAt = 0;
+    let raw = '';
+    const seen = () => {
+      const now = Date.now();
+      maxGap = Math.max(maxGap, now - last);
+      if (!answering) heldGap = Math.max(heldGap, now - last);
+      last = now;
+    };
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST',
+      headers: { 'content-type': 'application/json' } }, (res) => {
+      seen();
+      headersAt = Date.now() - start;
+      res.setEncoding('utf8');
+      res.on('data', (d) => {
+        seen();
+        raw += d;
+        answering ||= parseSse(raw).events.some((e) => !/"type": ?"ping"/.test(e.data));
+      });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers,
+        trailers: res.trailers, raw, maxGap, heldGap, headersAt, total: Date.now() - start }));
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no byte for ${timeoutMs} ms after ${Date.now() - start} ms`)));
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+// The events of an SSE text: [{ event, data }], comments left out but counted.
+function parseSse(raw) {
+  const events = [];
+  let comments = 0;
+  for (const block of raw.split('\n\n')) {
+    if (!block.trim()) continue;
+    const lines = block.split('\n');
+    if (lines.every((l) => l.startsWith(':'))) { comments++; continue; }
+    const event = lines.find((l) => l.startsWith('event:'))?.slice(6).trim() ?? '';
+    const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart()).join('\n');
+    events.push({ event, data });
+  }
+  return { events, comments };
+}
+
+// The answer text of a Chat Completions or Messages stream, and the pings it carried.
+function answerOf(raw, api) {
+  const { events, comments } = parseSse(raw);
+  let text = '';
+  let pings = comments;
+  for (const e of events) {
+    if (e.data === '[DONE]') continue;
+    const j = JSON.parse(e.data);
+    assert.ok(!j.error && j.type !== 'error', `error event in the stream: ${e.data}`);
+    if (api === 'chat') text += j.choices?.[0]?.delta?.content ?? '';
+    if (api === 'messages' && j.type === 'content_block_delta') text += j.delta?.text ?? '';
+    if (api === 'messages' && j.type === 'ping') pings++;
+  }
+  return { text, pings };
+}
+
+const cases = [
+  { api: 'chat', path: '/v1/chat/completions', seed: 4001,
+    body: (doc, q) => ({ messages: [{ role: 'system', content: doc }, { role: 'user', content: q }],
+      max_tokens: 16, temperature: 0, seed: 42, stream: true }) },
+  { api: 'messages', path: '/v1/messages', seed: 4002,
+    body: (doc, q) => ({ model: 'tiny', system: doc, messages: [{ role: 'user', content: q }],
+      max_tokens: 16, temperature: 0, stream: true }) },
+];
+
+// Stops `pid` for all but `run` ms of every `period` ms until stopped; ends with it running.
+function dutyCycle(pid, run, period) {
+  let on = true;
+  const done = (async () => {
+    while (on) {
+      try { process.kill(pid, 'SIGSTOP'); } catch { return; }
+      await sleep(period - run);
+      try { process.kill(pid, 'SIGCONT'); } catch { return; }
+      await sleep(run);
+    }
+  })();
+  return async () => {
+    on = false;
+    await done;
+    try { process.kill(pid, 'SIGCONT'); } catch { /* gone */ }
+  };
+}
+
+test('a stream held while warmslot primes a long document gets keep-alive and the straight answer', { timeout: 900000 }, async (t) => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 + docBytes * 2 });
+  let ws;
+  let stopCycle = null;
+  try {
+    const question = 'What does the last line of the document say?';
+    const docs = cases.map((c) => makeDocument(c.seed, docBytes));
+    // What llama-server alone answers, computed from scratch before warmslot starts.
+    const want = [];
+    for (const [i, c] of cases.entries()) {
+      await eraseSlots(llama.url, llama.slots);
+      const r = await timedStream(llama.url, c.path, c.body(docs[i], question), 600000);
+      assert.equal(r.status, 200, r.raw.slice(0, 300));
+      want.push(answerOf(r.raw, c.api).text);
+    }
+    await eraseSlots(llama.url, llama.slots);
+    ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    for (const [i, c] of cases.entries()) {
+      stopCycle = dutyCycle(llama.proc.child.pid, runMs, periodMs);
+      let r;
+      try {
+        r = await timedStream(ws.url, c.path, c.body(docs[i], question));
+      } finally {
+        await stopCycle();
+        stopCycle = null;
+      }
+      const primed = Number(r.headers['x-warmslot-primed-tokens'] ?? r.trailers['x-warmslot-primed-tokens'] ?? 0);
+      const got = answerOf(r.raw, c.api);
+      t.diagnostic(`${c.api}: ${docBytes} bytes, primed ${primed} tokens; head after ${r.headersAt} ms, ` +
+        `answer after ${r.total} ms, longest silence ${r.heldGap} ms while held (${r.maxGap} ms in all), ` +
+        `${got.pings} keep-alive events; ` +
+        `disk ${r.headers['x-warmslot-disk'] ?? r.trailers['x-warmslot-disk'] ?? '-'}`);
+      assert.equal(r.status, 200);
+      assert.match(r.headers['content-type'], /^text\/event-stream/);
+      assert.ok(primed > 1024, `${c.api}: warmslot primed the document (primed ${primed})`);
+      assert.ok(r.total > readTimeoutMs,
+        `${c.api}: the request took ${r.total} ms, not longer than the read timeout: raise KEEPALIVE_DOC_BYTES`);
+      assert.ok(got.pings >= Math.floor(readTimeoutMs / keepaliveMs) - 1, `${c.api}: ${got.pings} keep-alive events`);
+      assert.ok(r.heldGap < keepaliveMs + slackMs, `${c.api}: longest silence while held ${r.heldGap} ms`);
+      assert.equal(got.text, want[i], `${c.api}: the answer through warmslot is llama-server's own`);
+    }
+  } finally {
+    if (stopCycle) await stopCycle();
+    if (ws) await ws.stop();
+    await llama.stop();
+  }
+});
+
+// After the head went out, a refusal can no longer be an HTTP status: llama-server's 400 for a
+// prompt longer than the slot (the document alone fits, and warmslot primes it first) reaches
+// the client as one error event in its API's shape, and the stream ends.
+test('a refusal after the early head is one error event in the API\'s shape', { timeout: 600000 }, async (t) => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 8192 });
+  let ws;
+  let stopCycle = null;
+  try {
+    ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    const question = `Compare these notes with the document:\n${makeDocument(4100, 3000)}`;
+    for (const [i, c] of cases.entries()) {
+      const doc = makeDocument(4200 + i, 7000);  // primed for about 15 s
+      stopCycle = dutyCycle(llama.proc.child.pid, runMs, periodMs);
+      let r;
+      try {
+        r = await timedStream(ws.url, c.path, c.body(doc, question));
+      } finally {
+        await stopCycle();
+        stopCycle = null;
+      }
+      const { events, comments } = parseSse(r.raw);
+      t.diagnostic(`${c.api}: head after ${r.headersAt} ms, end after ${r.total} ms, ${comments} comments, ` +
+        `events ${JSON.stringify(events).slice(0, 400)}`);
+      assert.equal(r.status, 200, 'the head went out before the refusal');
+      assert.ok(r.headersAt >= keepaliveMs - 500, `the head waited for the interval (${r.headersAt} ms)`);
+      const last = events.at(-1);
+      assert.ok(last, 'the stream carries the error');
+      const body = JSON.parse(last.data);
+      if (c.api === 'chat') {
+        assert.equal(last.event, '');
+        assert.equal(body.error.code, 400);
+        assert.equal(body.error.type, 'exceed_context_size_error');
+      } else {
+        assert.equal(last.event, 'error');
+        assert.equal(body.type, 'error');
+        assert.equal(body.error.type, 'invalid_request_error');
+        assert.ok(body.error.message.length > 0);
+      }
+      assert.ok(r.maxGap < keepaliveMs + slackMs, `${c.api}: longest silence ${r.maxGap} ms`);
+    }
+  } finally {
+    if (stopCycle) await stopCycle();
+    if (ws) await ws.stop();
+    await llama.stop();
+  }
+});
+
+// llama-server sends no head for a request that waits in its own queue; the stream warmslot
+// holds meanwhile gets the keep-alive too (here a loopback relay holds the request as that queue
+// would), and a request's own sse_ping_interval makes the interval shorter.
+test('a stream waiting for the backend\'s head gets keep-alive; sse_ping_interval shortens it', { timeout: 300000 }, async (t) => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 4096 });
+  const relay = await startRelay(() => llama.url);
+  let ws;
+  try {
+    ws = await startWarmslot({ backends: [{ name: 'b', url: relay.url }], extra: settings });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    const chat = { messages: [{ role: 'user', content: 'Say something.' }], max_tokens: 8, temperature: 0,
+      stream: true };
+    const runs = [
+      { what: 'chat', path: '/v1/chat/completions', body: chat, every: keepaliveMs },
+      { what: 'chat with sse_ping_interval 1', path: '/v1/chat/completions', body: { ...chat, sse_ping_interval: 1 }, every: 1000 },
+      { what: 'responses', path: '/v1/responses',
+        body: { model: 'tiny', input: 'Say something.', max_output_tokens: 8, temperature: 0, stream: true }, every: keepaliveMs },
+    ];
+    const holdMs = 8000;
+    for (const run of runs) {
+      const want = await timedStream(llama.url, run.path, run.body, 60000);
+      relay.holdOnly = new RegExp(`^${run.path.replace(/\//g, '\\/')}`);
+      const pending = timedStream(ws.url, run.path, run.body);
+      await waitFor('the request held', () => relay.heldPaths.some((p) => p.includes(run.path)), 30000);
+      await sleep(holdMs);
+      await relay.release();
+      relay.heldPaths.length = 0;
+      const r = await pending;
+      const { events, comments } = parseSse(r.raw);
+      t.diagnostic(`${run.what}: head after ${r.headersAt} ms, longest silence ${r.maxGap} ms, ${comments} comments`);
+      assert.equal(r.status, 200);
+      assert.ok(r.headersAt <= run.every + slackMs, `${run.what}: head after ${r.headersAt} ms`);
+      assert.ok(comments >= Math.floor(holdMs / run.every) - 1, `${run.what}: ${comments} keep-alive comments`);
+      assert.ok(r.maxGap < run.every + slackMs, `${run.what}: longest silence ${r.maxGap} ms`);
+      // The backend's events follow in the same response: the answer llama-server gives.
+      const text = (raw) => parseSse(raw).events.map((e) => {
+        if (e.data === '[DONE]') return '';
+        const j = JSON.parse(e.data);
+        return j.choices?.[0]?.delta?.content ?? (j.type === 'response.output_text.delta' ? j.delta : '');
+      }).join('');
+      assert.ok(events.length > 2, `${run.what}: the backend's events came through`);
+      assert.ok(text(want.raw).length > 0, `${run.what}: straight answer has text`);
+      assert.equal(text(r.raw), text(want.raw), `${run.what}: the answer through warmslot is llama-server's own`);
+    }
+  } finally {
+    if (ws) await ws.stop();
+    await relay.stop();
+    await llama.stop();
+  }
+});
