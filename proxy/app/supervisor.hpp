@@ -33,8 +33,10 @@
 
 namespace warmslot::app {
 
-// Gives every supervised backend of `cfg` without an address a free loopback port.
-void assign_ports(config::config& cfg);
+// Gives every supervised backend of `cfg` without an address one, and a key holder: a UNIX
+// socket in `socket_dir` (from make_private_dir), or a free loopback port when `socket_dir` is
+// "" (Windows).
+void assign_addresses(config::config& cfg, const std::string& socket_dir);
 
 class supervisor final : public service::starter {
 public:

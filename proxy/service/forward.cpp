@@ -133,9 +133,9 @@ std::string upstream_head(const http::request<http::string_body>& in, const conf
         if (!api::forward_request_header(name)) continue;
         head.append(name).append(": ").append(std::string_view(field.value())).append("\r\n");
     }
-    head.append("Host: ").append(b.host).append(":").append(std::to_string(b.port)).append("\r\n");
-    if (!b.child_key.empty())  // a process warmslot started takes only warmslot's own key
-        head.append("Authorization: Bearer ").append(b.child_key).append("\r\n");
+    head.append("Host: ").append(upstream::host_header(b.host, b.port)).append("\r\n");
+    if (const auto key = b.current_child_key(); !key.empty())  // its process takes only this one
+        head.append("Authorization: Bearer ").append(key).append("\r\n");
     const auto m = in.method();
     if (body_size > 0 || m == http::verb::options || m == http::verb::put || m == http::verb::post) {
         head.append("Content-Length: ").append(std::to_string(body_size)).append("\r\n");

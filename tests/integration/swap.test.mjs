@@ -47,9 +47,9 @@ function killLeft(cacheDir) {
   }
 }
 
-// The URL of the running process of `backend`, from warmslot's log.
+// The URL of the running process of `backend` (unix:<socket path>), from warmslot's log.
 function backendUrl(ws, backend) {
-  const all = [...logText(ws).matchAll(new RegExp(`backend ${backend}: started llama-server \\(pid \\d+\\) on (http://[^,\\s]+)`, 'g'))];
+  const all = [...logText(ws).matchAll(new RegExp(`backend ${backend}: started llama-server \\(pid \\d+\\) on ((?:http|unix):[^,\\s]+)`, 'g'))];
   return all.at(-1)?.[1];
 }
 
@@ -63,7 +63,7 @@ function backendAuth(ws, backend) {
 }
 
 async function metric(url, name, headers = {}) {
-  const text = await (await fetch(`${url}/metrics`, { headers })).text();
+  const text = String((await getJson(`${url}/metrics`, { headers })).body);
   return Number(text.match(new RegExp(`^${name.replace(/[{}"]/g, '\\$&')} (\\S+)`, 'm'))?.[1] ?? NaN);
 }
 
