@@ -120,6 +120,23 @@ struct limits {
     std::size_t max_header_count = 100;  // header fields in one request
     std::size_t max_body_bytes = 64 * 1024 * 1024;
     std::size_t max_connections = 1024;
+    // A client that does not take a chunk of its answer within this (a reader that stopped
+    // reading) loses the request, and its slot with it; what a backend may stay silent is
+    // timeouts.stream_idle.
+    millis stalled_reader{30'000};
+};
+
+// Limits per tenant (the `tenant` of api_keys entries; one value for each tenant): what one
+// tenant may take of warmslot at once, so that it cannot crowd the others out.
+struct tenant_limit_settings {
+    std::size_t concurrent_requests = 0;  // model API requests in flight at once; 0: no limit
+    // Swap group members a tenant's requests may make warmslot start within any minute
+    // (a start that drains another member is a swap); 0: no limit.
+    std::size_t swaps_per_minute = 0;
+};
+
+struct tenant_settings {
+    tenant_limit_settings limits;
 };
 
 struct timeouts {
@@ -273,6 +290,7 @@ struct config {
     rewrite_settings rewrite;
     log_settings log;
     dashboard_settings dashboard;
+    tenant_settings tenants;
 };
 
 // A config that cannot be used. `what()` reads "<source>:<line>: <key path>: <problem>",

@@ -322,7 +322,9 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         // The client is watched while it waits for a backend to start: one that leaves gives
         // up its wait (and its place in a swap group's queue) at once.
         const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
-        admitted = co_await starter_->wake(cfg, out.cls.model, [&st] { return st.client_gone; });
+        admitted = co_await starter_->wake(cfg, out.cls.model,
+                                           out.caller ? out.caller->tenant : std::string(),
+                                           [&st] { return st.client_gone; });
     }
     if (st.client_gone) {
         out.client_gone = true;

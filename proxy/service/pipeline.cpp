@@ -77,6 +77,17 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
         co_await dashboard(ex, out);
     } else if ((path == "/v1/models" || path == "/models") && config::active_backends(*out.cfg) > 1) {
         co_await models(ex, out);
+    } else if (const auto place =
+                   tenant_limits_.enter(out.caller ? out.caller->tenant : std::string(),
+                                        out.cfg->tenants.limits.concurrent_requests);
+               !place) {
+        co_await fail_starting(
+            ex, out,
+            admission{nullptr,
+                      "too many requests of this tenant at once (tenants.limits."
+                      "concurrent_requests: " +
+                          std::to_string(out.cfg->tenants.limits.concurrent_requests) + ")",
+                      std::chrono::seconds(1), api::error_kind::rate_limited});
     } else {
         const bool json_body = ep.kind == api::endpoint_kind::forward_json;
         std::optional<rewrite::result> rewritten;
@@ -165,7 +176,7 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
 
 awaitable<void> pipeline::fail_starting(http_server::exchange& ex, outcome& out,
                                         const admission& a) {
-    const auto kind = api::error_kind::backend_unavailable;
+    const auto kind = a.kind;
     out.status = api::describe(kind).status;
     out.error = kind;
     http::response<http::string_body> res{static_cast<http::status>(out.status), 11};

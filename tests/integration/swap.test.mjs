@@ -335,3 +335,44 @@ test('swap group with allow: a member that fits beside both runs beside either; 
     try { await ws.stop(); } finally { killLeft(cacheDir); }
   }
 });
+
+test('swap group: a tenant that names models in turn is held to tenants.limits.swaps_per_minute; another tenant is not', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('swap-limit');
+  const keyA = 'swap-limit-tenant-a-1';
+  const keyB = 'swap-limit-tenant-b-1';
+  const ws = await startWarmslot({
+    backends: [
+      { name: 'a', command: server(modelPath('llama')), lines: ['models: [model-a]'] },
+      { name: 'b', command: server(runScript('tests/models/models.sh', ['llama', 'tiny', '2'])), lines: ['models: [model-b]'] },
+    ],
+    extra: `cache:\n  dir: ${cacheDir}\nswap_groups:\n  - name: gpu\n    backends: [a, b]\n    min_residency: 0s\n` +
+      `api_keys:\n  - {key: ${keyA}, role: client, tenant: ta}\n  - {key: ${keyB}, role: client, tenant: tb}\n` +
+      'tenants:\n  limits:\n    swaps_per_minute: 2\n',
+  });
+  const ask = (key, model) => postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi', { model }),
+    { authorization: `Bearer ${key}` });
+  try {
+    for (const model of ['model-a', 'model-b']) {  // two starts: the second drains a
+      const r = await ask(keyA, model);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+    }
+    const third = await ask(keyA, 'model-a');
+    assert.equal(third.status, 429, JSON.stringify(third.body));
+    assert.equal(third.body.error.type, 'rate_limit_error');
+    assert.match(third.body.error.message, /swaps_per_minute/);
+    const wait = Number(third.headers.get('retry-after'));
+    assert.ok(wait >= 1 && wait <= 60, `Retry-After ${wait}`);
+    // Nothing was drained or started for it (b turns "running" at the supervisor's next tick
+    // after its first answer, which may come first).
+    const states = async () => Object.fromEntries((await getJson(`${ws.url}/warmslot/status`,
+      { headers: { authorization: `Bearer ${keyA}` } })).body.swaps.groups[0].members.map((m) => [m.backend, m.state]));
+    await waitFor('b to be listed running', async () => (await states()).b === 'running', 10000, 50);
+    assert.deepEqual(await states(), { a: 'stopped', b: 'running' });
+    // b's model, already running, still answers the same tenant; another tenant may swap.
+    assert.equal((await ask(keyA, 'model-b')).status, 200);
+    const other = await ask(keyB, 'model-a');
+    assert.equal(other.status, 200, JSON.stringify(other.body));
+  } finally {
+    try { await ws.stop(); } finally { killLeft(cacheDir); }
+  }
+});

@@ -459,6 +459,53 @@ test('run.sh installs only what building and running need; the cluster\'s HAProx
   }
 });
 
+test('tenant limits: a tenant over concurrent_requests gets 429 in its API\'s shape; another tenant is served', { timeout: 300000 }, async (t) => {
+  const s = await setup(`${keyLines}tenants:\n  limits:\n    concurrent_requests: 1\n`);
+  const held = new AbortController();
+  try {
+    const url = s.ws.url;
+    await waitFor('routing', async () => (await getJson(`${url}/health`, { headers: bearer(keys.admin) })).body.backends?.[0]?.routing, 30000);
+    // a's one request in flight: a stream that generates for a while; its first event is read,
+    // the rest waits.
+    const started = Date.now();
+    const stream = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST', signal: held.signal,
+      headers: { 'content-type': 'application/json', ...bearer(keys.a) },
+      body: JSON.stringify(chat('You are verbose.', 'Tell a long story.', { max_tokens: 2000, ignore_eos: true, stream: true })),
+    });
+    assert.equal(stream.status, 200);
+    const reader = stream.body.getReader();
+    await reader.read();
+    const second = await postJson(`${url}/v1/chat/completions`, chat('You are terse.', 'Hi'), bearer(keys.a));
+    assert.equal(second.status, 429, JSON.stringify(second.body));
+    assert.equal(second.body.error.type, 'rate_limit_error');
+    assert.match(second.body.error.message, /concurrent_requests: 1/);
+    assert.equal(second.headers.get('retry-after'), '1');
+    const messages = await postJson(`${url}/v1/messages`, { model: 'm', max_tokens: 4, messages: [{ role: 'user', content: 'Hi' }] }, bearer(keys.a));
+    assert.equal(messages.status, 429);
+    assert.equal(messages.body.type, 'error', 'the Anthropic shape on /v1/messages');
+    assert.equal(messages.body.error.type, 'rate_limit_error');
+    const other = await postJson(`${url}/v1/chat/completions`, chat('You are terse.', 'Hi'), bearer(keys.b));
+    assert.equal(other.status, 200, 'another tenant is not held back');
+    const checked = Date.now() - started;
+    // The refusals came while a's stream still ran: it goes on to its end.
+    let text = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString('utf8');
+    }
+    assert.match(text, /data: \[DONE\]/, 'the first stream ended normally');
+    t.diagnostic(`checks done ${checked} ms after the stream began, stream lasted ${Date.now() - started} ms`);
+    // Its place is free again.
+    const after = await postJson(`${url}/v1/chat/completions`, chat('You are terse.', 'Hi'), bearer(keys.a));
+    assert.equal(after.status, 200, JSON.stringify(after.body));
+  } finally {
+    held.abort();
+    await s.stop();
+  }
+});
+
 test('disk budget: a tenant filling its own budget deletes its own files, never another tenant\'s', { timeout: 300000 }, async () => {
   // Every document below makes a slot file of about 4.7 MB (4,500 tokens of the tiny llama
   // model, about 1,040 bytes a token): b's budget holds two, max_disk four.
