@@ -307,6 +307,8 @@ cache_settings reader::read_cache(const entry& e) const {
                       out.shared_max_disk = read_size(v, 1024 * 1024, UINT64_MAX / 2);
                   }},
                  {"shared_timeout", [&](const entry& v) { out.shared_timeout = read_duration(v); }},
+                 {"shared_across_tenants",
+                  [&](const entry& v) { out.shared_across_tenants = read_bool(v); }},
                  {"tenant_max_disk",
                   [&](const entry& v) { out.tenant_max_disk = read_tenant_budgets(v); }}});
     if (out.dir.empty()) out.dir = default_cache_dir();

@@ -184,6 +184,10 @@ struct cache_settings {
     // How long looking a prefix up there may take; a copy from there takes at most what
     // computing the prefix would (its manifest says), within slot_call_timeout.
     millis shared_timeout{2'000};
+    // false: a tenant restores from the shared tier only what its own requests published
+    // (entries are named by the prefix and the tenant); true: any tenant's, as the slot
+    // directories do.
+    bool shared_across_tenants = false;
     // Per-tenant budgets (cache.tenant_max_disk), per directory like max_disk: a tenant's files
     // over its budget are evicted, none of another tenant's. By tenant name, "" the default
     // tenant; "*" is every tenant not named. Tenants without one have only max_disk.
