@@ -103,7 +103,9 @@ public:
                   [this](const http::request_header<>& head) { return pipeline_.admits(head); }),
           signals_(workers_.context(0)), save_pool_(control_.get_executor()),
           supervisor_(src_, registry_, control_.get_executor(),
-                      [this](int backend) { return save_slots(backend); }) {
+                      [this](int backend, std::optional<std::string> charge_to) {
+                          return save_slots(backend, std::move(charge_to));
+                      }) {
         pipeline_.set_starter(&supervisor_);
         disk_.on_restore([this](int backend, double s) { supervisor_.restored(backend, s); });
         pipeline_.set_refusals(&server_.refusals());
@@ -117,7 +119,7 @@ private:
     void reload(const char* why);  // on control_ only: reloads are serialized
     void stop();
     void watch_file();
-    awaitable<void> save_slots(int backend);    // on control_
+    awaitable<void> save_slots(int backend, std::optional<std::string> charge_to);  // on control_
     awaitable<void> shutdown_backends();        // on control_
 
     std::string path_;
@@ -239,13 +241,13 @@ awaitable<void> runtime::shutdown_backends() {
     const auto cfg = src_.current();
     for (std::size_t i = 0; i < cfg->backends.size(); ++i) {
         const auto& b = cfg->backends[i];
-        if (!b.retired && !b.supervised()) co_await save_slots(static_cast<int>(i));
+        if (!b.retired && !b.supervised()) co_await save_slots(static_cast<int>(i), std::nullopt);
     }
     co_await supervisor_.stop_all();  // saves each supervised backend before stopping it
 }
 
-awaitable<void> runtime::save_slots(int backend) {
-    const auto report = co_await disk_.save_valuable(save_pool_, backend);
+awaitable<void> runtime::save_slots(int backend, std::optional<std::string> charge_to) {
+    const auto report = co_await disk_.save_valuable(save_pool_, backend, std::move(charge_to));
     std::size_t saved = 0;
     for (const auto& s : report.slots) saved += s.saved ? 1 : 0;
     if (saved > 0) {

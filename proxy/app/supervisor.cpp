@@ -224,9 +224,11 @@ awaitable<void> supervisor::save_and_stop(int backend, std::string why) {
     const auto i = static_cast<std::size_t>(backend);
     const auto& b = cfg->backends[i];
     std::shared_ptr<std::atomic<std::size_t>> admitted;
+    std::optional<std::string> charge_to;
     {
         std::lock_guard lock(mu_);
         admitted = child_of(i).admitted;
+        charge_to = std::exchange(child_of(i).drained_for, std::nullopt);
     }
     clock::duration grace = cfg->timeouts.shutdown_grace;
     {
@@ -246,7 +248,7 @@ awaitable<void> supervisor::save_and_stop(int backend, std::string why) {
     const auto t1 = clock::now();
     if (save_) {
         try {
-            co_await save_(backend);
+            co_await save_(backend, charge_to);
         } catch (const std::exception& e) {
             log()->warn("backend {}: saving slots before the stop failed: {}", b.name, e.what());
         }

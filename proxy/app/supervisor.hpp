@@ -41,8 +41,10 @@ void assign_addresses(config::config& cfg, const std::string& socket_dir);
 
 class supervisor final : public service::starter {
 public:
-    // Saves a backend's valuable slots before it stops (the disk tier); may be empty.
-    using save_fn = std::function<awaitable<void>(int backend)>;
+    // Saves a backend's valuable slots before it stops (the disk tier), charged to `charge_to`
+    // when given (the tenant whose request made a swap stop it); may be empty.
+    using save_fn =
+        std::function<awaitable<void>(int backend, std::optional<std::string> charge_to)>;
 
     supervisor(const config::source& src, routing::registry& reg, net::any_io_executor ex,
                save_fn save);

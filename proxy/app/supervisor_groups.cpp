@@ -122,10 +122,20 @@ void supervisor::tick_groups(const config::config& cfg,
             members.push_back(m);
         }
         const auto d = routing::swap::decide(limits_of(g, cfg), members, now);
+        // A drain makes room for the waiting member of the oldest request (decide serves them
+        // in that order): the saves before the stop are charged to whoever asked for it.
+        std::optional<std::string> asker;
+        std::optional<clock::time_point> oldest;
+        for (std::size_t k = 0; k < members.size(); ++k) {
+            if (members[k].waiting == 0 || (oldest && members[k].oldest_wait >= *oldest)) continue;
+            oldest = members[k].oldest_wait;
+            asker = child_of(index[k]).asked_by;
+        }
         for (const auto k : d.drain) {
             auto& c = child_of(index[k]);
             c.wanted = false;
             c.stopping = c.swapping = true;
+            c.drained_for = asker;
             totals_.swaps += 1;
             stops.emplace_back(static_cast<int>(index[k]),
                                "its place in swap group " + g.name + " goes to another backend");
@@ -288,6 +298,7 @@ awaitable<service::admission> supervisor::wake_group(const config::config& cfg,
                             std::max(secs, std::chrono::seconds(1)),
                             api::error_kind::rate_limited};
                     }
+                    c.asked_by = tenant;
                 }
                 wait_entry = c.waits.insert(now);
                 failures_before = c.start_failures;

@@ -3,6 +3,7 @@
 // starts the other; switching back restores the document from disk instead of computing it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -372,6 +373,42 @@ test('swap group: a tenant that names models in turn is held to tenants.limits.s
     assert.equal((await ask(keyA, 'model-b')).status, 200);
     const other = await ask(keyB, 'model-a');
     assert.equal(other.status, 200, JSON.stringify(other.body));
+  } finally {
+    try { await ws.stop(); } finally { killLeft(cacheDir); }
+  }
+});
+
+test('swap group: what a swap saves of a member\'s slots before it stops is charged to the tenant whose request made the swap', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('swap-charge');
+  const keyA = 'swap-charge-tenant-a-1';
+  const keyB = 'swap-charge-tenant-b-1';
+  const ws = await startWarmslot({
+    backends: [
+      { name: 'a', command: server(modelPath('llama')), lines: ['models: [model-a]'] },
+      { name: 'b', command: server(runScript('tests/models/models.sh', ['llama', 'tiny', '2'])), lines: ['models: [model-b]'] },
+    ],
+    // Stable messages are saved on their second use: the first leaves a's slot unsaved, for the
+    // save before the stop.
+    extra: `routing:\n  reconcile_interval: 100ms\ncache:\n  dir: ${cacheDir}\n  min_prefix_tokens: 1024\n  snapshot_after_uses: 2\n` +
+      'swap_groups:\n  - name: gpu\n    backends: [a, b]\n    min_residency: 0s\n' +
+      `api_keys:\n  - {key: ${keyA}, role: client, tenant: ta}\n  - {key: ${keyB}, role: client, tenant: tb}\n`,
+  });
+  const ask = (key, model, system) => postJson(`${ws.url}/v1/chat/completions`, chat(system, 'Hi', { model }),
+    { authorization: `Bearer ${key}` });
+  const rows = () => execFileSync('sqlite3', ['-separator', ' ', path.join(cacheDir, 'slots', 'a', 'warmslot-index.sqlite'),
+    'SELECT tenant, tokens FROM snapshots;'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean)
+    .map((l) => { const [tenant, tokens] = l.split(' '); return { tenant, tokens: Number(tokens) }; });
+  try {
+    const first = await ask(keyA, 'model-a', makeDocument(2501, 5000));
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.equal(first.headers.get('x-warmslot-disk') ?? '', '', 'nothing saved on the first use');
+    const other = await ask(keyB, 'model-b', 'You are terse.');
+    assert.equal(other.status, 200, JSON.stringify(other.body));
+    await waitFor('a to have stopped after its save', () => /backend a: stopped llama-server/.test(logText(ws)), 30000, 50);
+    const saved = rows();
+    assert.equal(saved.length, 1, JSON.stringify(saved));
+    assert.ok(saved[0].tokens > 1000);
+    assert.equal(saved[0].tenant, 'tb', 'the tenant whose request drained a pays for its save');
   } finally {
     try { await ws.stop(); } finally { killLeft(cacheDir); }
   }

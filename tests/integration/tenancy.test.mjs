@@ -506,6 +506,38 @@ test('tenant limits: a tenant over concurrent_requests gets 429 in its API\'s sh
   }
 });
 
+test('a request that restores into a slot holding another tenant\'s prefix pays for saving that prefix first', { timeout: 300000 }, async () => {
+  const llama = await startLlama({ slots: 1, ctx: 16384 });
+  let ws;
+  try {
+    // Stable messages are saved on their second use: a's single use leaves its slot unsaved.
+    ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+      extra: `${routingFast}cache:\n  min_prefix_tokens: 1024\n  snapshot_after_uses: 2\n${keyLines}` });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`, { headers: bearer(keys.admin) })).body.backends?.[0]?.routing, 30000);
+    const ask = async (key, doc) => {
+      const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, 'Hi'), bearer(key));
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return r.headers.get('x-warmslot-disk') ?? '';
+    };
+    const rows = () => execFileSync('sqlite3', ['-separator', '|', path.join(llama.saveDir, 'warmslot-index.sqlite'),
+      'SELECT tenant, tokens FROM snapshots ORDER BY rowid;'], { encoding: 'utf8' }).split('\n').filter(Boolean)
+      .map((l) => { const [tenant, tokens] = l.split('|'); return { tenant, tokens: Number(tokens) }; });
+    const docB = makeDocument(2801, 5000);
+    // b's document on disk (an admin's warm-up: the admin's tenant pays for it).
+    const warm = await postJson(`${ws.url}/admin/warm`, { model: 'm', system: docB }, bearer(keys.admin));
+    assert.equal(warm.status, 200, JSON.stringify(warm.body));
+    assert.equal(await ask(keys.a, makeDocument(2802, 5000)), '');  // a's, in the one slot only
+    assert.match(await ask(keys.b, docB), /^restored \d+ tokens/);  // a's prefix saved first
+    const charged = rows().filter((r) => r.tenant !== '');
+    assert.equal(charged.length, 1, JSON.stringify(rows()));
+    assert.ok(charged[0].tokens > 1000);
+    assert.equal(charged[0].tenant, 'b', 'the save of a\'s prefix is charged to b, who asked for the restore');
+  } finally {
+    await ws?.stop();
+    await llama.stop();
+  }
+});
+
 test('disk budget: a tenant filling its own budget deletes its own files, never another tenant\'s', { timeout: 300000 }, async () => {
   // Every document below makes a slot file of about 4.7 MB (4,500 tokens of the tiny llama
   // model, about 1,040 bytes a token): b's budget holds two, max_disk four.
