@@ -17,7 +17,7 @@ constexpr std::string_view invalid_request = "invalid_request_error";
 
 // The one table. Rows are in enum order (checked below), so a kind indexes its row.
 // Anthropic's types: invalid_request_error, authentication_error, not_found_error,
-// request_too_large, timeout_error, api_error, overloaded_error.
+// request_too_large, timeout_error, rate_limit_error, api_error, overloaded_error.
 constexpr std::array<row, all_error_kinds.size()> table{{
     {error_kind::invalid_json, "invalid_json", {400, invalid_request, invalid_request}},
     {error_kind::bad_request, "bad_request", {400, invalid_request, invalid_request}},
@@ -46,6 +46,7 @@ constexpr std::array<row, all_error_kinds.size()> table{{
      "unsupported_media_type",
      {415, invalid_request, invalid_request}},
     {error_kind::misdirected, "misdirected", {421, invalid_request, invalid_request}},
+    {error_kind::rate_limited, "rate_limited", {429, "rate_limit_error", "rate_limit_error"}},
 }};
 
 constexpr bool table_in_enum_order() {

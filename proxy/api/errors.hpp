@@ -32,6 +32,7 @@ enum class error_kind {
     forbidden,             // 403: a valid key whose role may not call this endpoint
     unsupported_media_type,  // 415: a body read as JSON sent with another Content-Type
     misdirected,           // 421: a Host header warmslot does not answer for
+    rate_limited,          // 429: the tenant is over one of its limits (tenants.limits)
 };
 
 inline constexpr std::array all_error_kinds{
@@ -43,7 +44,7 @@ inline constexpr std::array all_error_kinds{
     error_kind::backend_unavailable, error_kind::overloaded,
     error_kind::upstream_timeout,    error_kind::internal,
     error_kind::forbidden,           error_kind::unsupported_media_type,
-    error_kind::misdirected,
+    error_kind::misdirected,         error_kind::rate_limited,
 };
 
 struct error_info {

@@ -85,11 +85,16 @@ public:
     using net::execution_context::shutdown;  // protected in execution_context
 };
 
+bool supervises(const config::config& cfg) {
+    return std::any_of(cfg.backends.begin(), cfg.backends.end(),
+                       [](const config::backend& b) { return b.supervised(); });
+}
+
 // Everything one running warmslot owns, in construction order.
 class runtime {
 public:
-    runtime(std::string path, config::config cfg)
-        : path_(std::move(path)), src_(std::move(cfg)), workers_(worker_count()),
+    runtime(std::string path, config::config cfg, std::string socket_dir)
+        : path_(std::move(path)), sockets_{std::move(socket_dir)}, src_(std::move(cfg)), workers_(worker_count()),
           registry_(names_of(*src_.current()), planner_settings(src_.current()->routing)),
           monitor_(src_, registry_, workers_.context(0).get_executor()),
           disk_(src_, registry_, index_thread_.get_executor(), file_thread_.get_executor()),
@@ -98,7 +103,9 @@ public:
                   [this](const http::request_header<>& head) { return pipeline_.admits(head); }),
           signals_(workers_.context(0)), save_pool_(control_.get_executor()),
           supervisor_(src_, registry_, control_.get_executor(),
-                      [this](int backend) { return save_slots(backend); }) {
+                      [this](int backend, std::optional<std::string> charge_to) {
+                          return save_slots(backend, std::move(charge_to));
+                      }) {
         pipeline_.set_starter(&supervisor_);
         disk_.on_restore([this](int backend, double s) { supervisor_.restored(backend, s); });
         pipeline_.set_refusals(&server_.refusals());
@@ -112,10 +119,16 @@ private:
     void reload(const char* why);  // on control_ only: reloads are serialized
     void stop();
     void watch_file();
-    awaitable<void> save_slots(int backend);    // on control_
+    awaitable<void> save_slots(int backend, std::optional<std::string> charge_to);  // on control_
     awaitable<void> shutdown_backends();        // on control_
 
     std::string path_;
+    // Where supervised backends' sockets are (make_private_dir; "" until one is supervised),
+    // removed with them when warmslot ends.
+    struct owned_dir {
+        std::string path;
+        ~owned_dir() { remove_private_dir(path); }
+    } sockets_;
     config::source src_;
     http_server::workers workers_;
     one_thread index_thread_;             // SQLite work never runs on an I/O worker
@@ -228,13 +241,13 @@ awaitable<void> runtime::shutdown_backends() {
     const auto cfg = src_.current();
     for (std::size_t i = 0; i < cfg->backends.size(); ++i) {
         const auto& b = cfg->backends[i];
-        if (!b.retired && !b.supervised()) co_await save_slots(static_cast<int>(i));
+        if (!b.retired && !b.supervised()) co_await save_slots(static_cast<int>(i), std::nullopt);
     }
     co_await supervisor_.stop_all();  // saves each supervised backend before stopping it
 }
 
-awaitable<void> runtime::save_slots(int backend) {
-    const auto report = co_await disk_.save_valuable(save_pool_, backend);
+awaitable<void> runtime::save_slots(int backend, std::optional<std::string> charge_to) {
+    const auto report = co_await disk_.save_valuable(save_pool_, backend, std::move(charge_to));
     std::size_t saved = 0;
     for (const auto& s : report.slots) saved += s.saved ? 1 : 0;
     if (saved > 0) {
@@ -267,7 +280,8 @@ void runtime::reload(const char* why) {
     const auto running = src_.current();
     auto plan = config::plan_reload(*running, std::move(parsed));
     try {
-        assign_ports(plan.next);
+        if (sockets_.path.empty() && supervises(plan.next)) sockets_.path = make_private_dir();
+        assign_addresses(plan.next, sockets_.path);
         server_.reload_tls(plan.next);  // the certificate and key files, read again
     } catch (const std::exception& e) {
         spdlog::error("config reload ({}) failed, the running config stays: {}", why, e.what());
@@ -330,8 +344,9 @@ int run(const std::string& path, config::config cfg, const run_options& options)
     setup_logging(cfg, options);
     forbid_dumps();
     raise_fd_limit(cfg);
-    assign_ports(cfg);
-    runtime rt(path, std::move(cfg));
+    std::string sockets = supervises(cfg) ? make_private_dir() : "";
+    assign_addresses(cfg, sockets);
+    runtime rt(path, std::move(cfg), std::move(sockets));
     return rt.run(options);
 }
 

@@ -83,4 +83,18 @@ int exec_child(const std::vector<std::string>& args);
 // Throws std::system_error.
 std::uint16_t pick_free_loopback_port();
 
+// A new directory only this process's user can enter (mode 0700, made by mkdtemp under $TMPDIR
+// or /tmp), for the UNIX sockets of the llama-servers warmslot starts: no other local user can
+// bind a socket there, or connect to one. "" where supervised backends listen on loopback ports
+// instead (Windows). Throws std::system_error.
+std::string make_private_dir();
+// Whether `dir` is still a directory (not a link) owned by this process's user that no one
+// else may enter; `why` says what is wrong otherwise.
+bool is_private_dir(const std::string& dir, std::string& why);
+// Deletes `path` when it is there (the socket file a stopped llama-server leaves behind, which
+// would keep the next one from binding). Errors are ignored.
+void remove_file(const std::string& path);
+// Deletes what make_private_dir made: the files in it, then the directory. Errors are ignored.
+void remove_private_dir(const std::string& dir);
+
 }  // namespace warmslot::app

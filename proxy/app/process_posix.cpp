@@ -1,10 +1,13 @@
 // POSIX implementation of process.hpp: posix_spawn into a new process group.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -268,6 +271,61 @@ std::uint16_t pick_free_loopback_port() {
     }
     ::close(fd);
     return ntohs(addr.sin_port);
+}
+
+std::string make_private_dir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string base = tmp && tmp[0] == '/' ? tmp : "/tmp";
+    while (base.size() > 1 && base.back() == '/') base.pop_back();
+    std::string dir = base + "/warmslot-XXXXXX";
+    // A socket's path must fit sockaddr_un with room for the file names warmslot gives.
+    if (dir.size() + 16 >= sizeof(sockaddr_un{}.sun_path)) {
+        throw os_error(ENAMETOOLONG, "the directory for the llama-servers' sockets under " +
+                                         base + " would be too long for a socket path");
+    }
+    if (::mkdtemp(dir.data()) == nullptr)  // mode 0700, owned by this process's user
+        throw os_error(errno, "cannot make a private directory under " + base);
+    std::string why;
+    if (!is_private_dir(dir, why)) {
+        ::rmdir(dir.c_str());
+        throw os_error(EPERM, dir + ": " + why);
+    }
+    return dir;
+}
+
+bool is_private_dir(const std::string& dir, std::string& why) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) {
+        why = std::strerror(errno);
+        return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        why = "not a directory";
+        return false;
+    }
+    if (st.st_uid != ::geteuid()) {
+        why = "owned by another user";
+        return false;
+    }
+    if ((st.st_mode & 077) != 0) {
+        why = "other users may enter it";
+        return false;
+    }
+    return true;
+}
+
+void remove_file(const std::string& path) { ::unlink(path.c_str()); }
+
+void remove_private_dir(const std::string& dir) {
+    if (dir.empty()) return;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d)) {
+            const std::string name = e->d_name;
+            if (name != "." && name != "..") ::unlink((dir + "/" + name).c_str());
+        }
+        ::closedir(d);
+    }
+    ::rmdir(dir.c_str());
 }
 
 }  // namespace warmslot::app

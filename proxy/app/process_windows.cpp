@@ -260,4 +260,16 @@ std::uint16_t pick_free_loopback_port() {
     return ntohs(addr.sin_port);
 }
 
+// Supervised backends listen on loopback ports on Windows.
+std::string make_private_dir() { return ""; }
+
+bool is_private_dir(const std::string&, std::string& why) {
+    why = "not used on Windows";
+    return false;
+}
+
+void remove_file(const std::string& path) { ::DeleteFileA(path.c_str()); }
+
+void remove_private_dir(const std::string&) {}
+
 }  // namespace warmslot::app

@@ -89,7 +89,8 @@ bool passes_to_backend(std::string_view name, bool windows) {
 }
 
 std::vector<std::string> supervised_env(const config::backend& b,
-                                        const std::vector<std::string>& parent, bool windows) {
+                                        const std::vector<std::string>& parent, bool windows,
+                                        std::string_view key) {
     std::vector<std::string> out;
     const auto set_by_config = [&](std::string_view name) {
         return std::any_of(b.env.begin(), b.env.end(),
@@ -97,7 +98,7 @@ std::vector<std::string> supervised_env(const config::backend& b,
     };
     // The key warmslot gave the process is the only one it gets (getenv finds the first entry).
     const auto keyed = [&](std::string_view name) {
-        return !b.child_key.empty() && same_name(name, child_key_variable, windows);
+        return !key.empty() && same_name(name, child_key_variable, windows);
     };
     for (const std::string& entry : parent) {
         const auto eq = entry.find('=');
@@ -109,7 +110,7 @@ std::vector<std::string> supervised_env(const config::backend& b,
     for (const auto& [name, value] : b.env) {
         if (!keyed(name)) out.push_back(name + "=" + value);
     }
-    if (!b.child_key.empty()) out.push_back(std::string(child_key_variable) + "=" + b.child_key);
+    if (!key.empty()) out.push_back(std::string(child_key_variable) + "=" + std::string(key));
     return out;
 }
 
@@ -126,7 +127,11 @@ std::string random_child_key() {
 
 std::vector<std::string> supervised_argv(const config::backend& b) {
     std::vector<std::string> argv = b.command;
-    argv.insert(argv.end(), {"--host", "127.0.0.1", "--port", std::to_string(b.port)});
+    if (b.host.starts_with('/')) {
+        argv.insert(argv.end(), {"--host", b.host});
+    } else {
+        argv.insert(argv.end(), {"--host", "127.0.0.1", "--port", std::to_string(b.port)});
+    }
     if (!b.slot_save_path.empty()) argv.insert(argv.end(), {"--slot-save-path", b.slot_save_path});
     if (!has_flag(argv, {"--metrics"})) argv.push_back("--metrics");
     // Explicit slots keep slot contents stable (llama-server's defaults move idle slots into its

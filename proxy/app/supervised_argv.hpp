@@ -11,8 +11,9 @@
 
 namespace warmslot::app {
 
-// `b.command` plus --host 127.0.0.1, --port b.port, --slot-save-path b.slot_save_path (when
-// set), --metrics and -np 4 unless the command already has them.
+// `b.command` plus --host b.host (a UNIX socket's path, which llama-server binds when it ends
+// in ".sock"; else 127.0.0.1 with --port b.port), --slot-save-path b.slot_save_path (when set),
+// --metrics and -np 4 unless the command already has them.
 std::vector<std::string> supervised_argv(const config::backend& b);
 
 // Whether a variable of warmslot's environment passes to a supervised llama-server: what a
@@ -25,10 +26,11 @@ bool passes_to_backend(std::string_view name, bool windows);
 // The environment of `b`'s process, as NAME=value entries: the entries of `parent` (warmslot's,
 // as NAME=value) that pass, then `b.env`, which wins over a passed variable of the same name.
 // Entries without '=' or with an empty name (Windows' per-drive "=C:=C:\dir") are dropped.
-// With `b.child_key` set, the process also gets it as LLAMA_API_KEY (llama-server's --api-key,
-// not on the command line, which every local user can read), and no other value of it.
+// With a `key`, the process also gets it as LLAMA_API_KEY (llama-server's --api-key, not on
+// the command line, which every local user can read), and no other value of it.
 std::vector<std::string> supervised_env(const config::backend& b,
-                                        const std::vector<std::string>& parent, bool windows);
+                                        const std::vector<std::string>& parent, bool windows,
+                                        std::string_view key);
 
 inline constexpr std::string_view child_key_variable = "LLAMA_API_KEY";
 

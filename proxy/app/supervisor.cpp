@@ -37,13 +37,21 @@ clock::duration backoff(int failures, config::millis max) {
 
 }  // namespace
 
-void assign_ports(config::config& cfg) {
-    for (auto& b : cfg.backends) {
-        if (!b.supervised() || b.port != 0) continue;
-        b.host = "127.0.0.1";
-        b.port = pick_free_loopback_port();
-        b.url = "http://127.0.0.1:" + std::to_string(b.port);
-        b.child_key = random_child_key();
+void assign_addresses(config::config& cfg, const std::string& socket_dir) {
+    for (std::size_t i = 0; i < cfg.backends.size(); ++i) {
+        auto& b = cfg.backends[i];
+        if (!b.supervised() || b.child_key) continue;
+        if (!socket_dir.empty()) {
+            // By index: a reload appends backends, so an index names one backend for good.
+            b.host = socket_dir + "/" + std::to_string(i) + ".sock";
+            b.port = 0;
+            b.url = "unix:" + b.host;
+        } else {
+            b.host = "127.0.0.1";
+            b.port = pick_free_loopback_port();
+            b.url = "http://127.0.0.1:" + std::to_string(b.port);
+        }
+        b.child_key = std::make_shared<config::child_secret>();
     }
 }
 
@@ -170,9 +178,22 @@ void supervisor::launch(int index, const config::backend& b, child& c) {
     process_options opts;
     opts.argv = supervised_argv(b);
     opts.guard = self_guard();  // a SIGKILLed warmslot leaves no llama-server behind
+    // A key of its own for each start: one the previous process (or whatever read it there)
+    // knew is worth nothing to the new one. Calls made from now on send it.
+    std::string key = random_child_key();
     // warmslot's API keys and other secrets stay here: only the allow-list and `env` pass.
-    opts.env = supervised_env(b, current_environment(), env_names_ignore_case());
+    opts.env = supervised_env(b, current_environment(), env_names_ignore_case(), key);
+    if (b.child_key) b.child_key->set(std::move(key));
     try {
+        if (b.host.starts_with('/')) {
+            // Only warmslot's user can bind a socket in its directory: checked before every
+            // start, since the key goes to whatever listens there.
+            const auto dir = std::filesystem::path(b.host).parent_path().string();
+            std::string why;
+            if (!is_private_dir(dir, why))
+                throw std::runtime_error("the sockets' directory " + dir + " is not private: " + why);
+            remove_file(b.host);  // a socket the previous process left
+        }
         if (!b.slot_save_path.empty()) std::filesystem::create_directories(b.slot_save_path);
         const auto dir = src_.current()->cache.dir;
         if (!dir.empty()) {
@@ -203,9 +224,11 @@ awaitable<void> supervisor::save_and_stop(int backend, std::string why) {
     const auto i = static_cast<std::size_t>(backend);
     const auto& b = cfg->backends[i];
     std::shared_ptr<std::atomic<std::size_t>> admitted;
+    std::optional<std::string> charge_to;
     {
         std::lock_guard lock(mu_);
         admitted = child_of(i).admitted;
+        charge_to = std::exchange(child_of(i).drained_for, std::nullopt);
     }
     clock::duration grace = cfg->timeouts.shutdown_grace;
     {
@@ -225,7 +248,7 @@ awaitable<void> supervisor::save_and_stop(int backend, std::string why) {
     const auto t1 = clock::now();
     if (save_) {
         try {
-            co_await save_(backend);
+            co_await save_(backend, charge_to);
         } catch (const std::exception& e) {
             log()->warn("backend {}: saving slots before the stop failed: {}", b.name, e.what());
         }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "app/process.hpp"
+#include "api/tenant_limits.hpp"
 #include "app/supervised_argv.hpp"
 #include "config/source.hpp"
 #include "net/beast.hpp"
@@ -33,13 +34,17 @@
 
 namespace warmslot::app {
 
-// Gives every supervised backend of `cfg` without an address a free loopback port.
-void assign_ports(config::config& cfg);
+// Gives every supervised backend of `cfg` without an address one, and a key holder: a UNIX
+// socket in `socket_dir` (from make_private_dir), or a free loopback port when `socket_dir` is
+// "" (Windows).
+void assign_addresses(config::config& cfg, const std::string& socket_dir);
 
 class supervisor final : public service::starter {
 public:
-    // Saves a backend's valuable slots before it stops (the disk tier); may be empty.
-    using save_fn = std::function<awaitable<void>(int backend)>;
+    // Saves a backend's valuable slots before it stops (the disk tier), charged to `charge_to`
+    // when given (the tenant whose request made a swap stop it); may be empty.
+    using save_fn =
+        std::function<awaitable<void>(int backend, std::optional<std::string> charge_to)>;
 
     supervisor(const config::source& src, routing::registry& reg, net::any_io_executor ex,
                save_fn save);
@@ -53,7 +58,7 @@ public:
 
     // service::starter
     awaitable<service::admission> wake(const config::config& cfg, std::string model,
-                                       std::function<bool()> gone) override;
+                                       std::string tenant, std::function<bool()> gone) override;
     void used(int backend) override;
     // A restore loaded a file into `backend` in `seconds`: the first one after the backend was
     // started by its swap group is counted as the swap's restore phase. Any thread.
@@ -97,7 +102,7 @@ private:
     std::optional<std::size_t> group_of(const config::config& cfg, const std::string& name) const;
     awaitable<service::admission> wake_group(const config::config& cfg,
                                              std::vector<std::size_t> candidates,
-                                             std::function<bool()> gone);
+                                             std::string tenant, std::function<bool()> gone);
     void launch(int index, const config::backend& b, child& c);
     awaitable<void> save_and_stop(int backend, std::string why);
     child& child_of(std::size_t backend);  // under mu_
@@ -111,6 +116,7 @@ private:
     mutable std::mutex mu_;  // children_'s flags and counts for wake(), used() and the views
     swap_totals totals_;     // under mu_
     std::vector<std::unique_ptr<child>> children_;  // by backend index
+    api::tenant_limits swap_limits_;  // the swaps each tenant asked for (thread-safe)
 };
 
 }  // namespace warmslot::app

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -24,6 +25,10 @@ struct supervisor::child {
     int failures = 0;           // consecutive short runs (backoff)
     int start_failures = 0;     // starts that ended before the process turned healthy
     std::string last_failure;   // why the last of them failed, for the waiters' error
+    std::string asked_by;       // the tenant whose request asked for its latest start
+    // The tenant whose request made its swap group drain it: the slots saved before it stops
+    // are charged to that tenant. std::nullopt: a stop nobody asked for (idle, shutdown).
+    std::optional<std::string> drained_for;
     std::multiset<clock::time_point> waits;  // requests of a swap group waiting for it
     // Requests wake() admitted on it that have not ended (their leases hold a reference).
     std::shared_ptr<std::atomic<std::size_t>> admitted =

@@ -122,10 +122,20 @@ void supervisor::tick_groups(const config::config& cfg,
             members.push_back(m);
         }
         const auto d = routing::swap::decide(limits_of(g, cfg), members, now);
+        // A drain makes room for the waiting member of the oldest request (decide serves them
+        // in that order): the saves before the stop are charged to whoever asked for it.
+        std::optional<std::string> asker;
+        std::optional<clock::time_point> oldest;
+        for (std::size_t k = 0; k < members.size(); ++k) {
+            if (members[k].waiting == 0 || (oldest && members[k].oldest_wait >= *oldest)) continue;
+            oldest = members[k].oldest_wait;
+            asker = child_of(index[k]).asked_by;
+        }
         for (const auto k : d.drain) {
             auto& c = child_of(index[k]);
             c.wanted = false;
             c.stopping = c.swapping = true;
+            c.drained_for = asker;
             totals_.swaps += 1;
             stops.emplace_back(static_cast<int>(index[k]),
                                "its place in swap group " + g.name + " goes to another backend");
@@ -148,7 +158,7 @@ void supervisor::tick_groups(const config::config& cfg,
 // look now, and polls the registry until one is healthy. A request for a member of a swap
 // group waits as that member's waiter (wake_group).
 awaitable<service::admission> supervisor::wake(const config::config& cfg, std::string model,
-                                               std::function<bool()> gone) {
+                                               std::string tenant, std::function<bool()> gone) {
     const bool any =
         std::any_of(cfg.backends.begin(), cfg.backends.end(),
                     [](const config::backend& b) { return b.supervised() && !b.retired; });
@@ -174,7 +184,8 @@ awaitable<service::admission> supervisor::wake(const config::config& cfg, std::s
     }
     // A member that lists the model by name before the ones that answer to any model.
     if (!listed.empty() || (!grouped.empty() && waiting.empty()))
-        co_return co_await wake_group(cfg, listed.empty() ? grouped : listed, std::move(gone));
+        co_return co_await wake_group(cfg, listed.empty() ? grouped : listed, std::move(tenant),
+                                      std::move(gone));
     if (waiting.empty()) co_return service::admission{};
     {
         std::lock_guard lock(mu_);
@@ -204,9 +215,13 @@ awaitable<service::admission> supervisor::wake(const config::config& cfg, std::s
 // its group decides when it starts. Past the candidate's start_timeout, or when its start
 // fails, the request gets an error to answer with 503. A client that leaves takes its waiter
 // with it at once: a member nobody waits for any more is not started for it (a drain already
-// under way for it still ends, and a start already under way goes on).
+// under way for it still ends, and a start already under way goes on). A request that would be
+// the first to wait for a member that is stopped or being drained asks for a start, which
+// counts against its tenant's swaps_per_minute: over it, the request gets 429 and nothing
+// starts.
 awaitable<service::admission> supervisor::wake_group(const config::config& cfg,
                                                      std::vector<std::size_t> candidates,
+                                                     std::string tenant,
                                                      std::function<bool()> gone) {
     net::steady_timer timer(co_await net::this_coro::executor);
     std::optional<std::size_t> target;
@@ -266,6 +281,25 @@ awaitable<service::admission> supervisor::wake_group(const config::config& cfg,
                     }
                 }
                 auto& c = child_of(*target);
+                const auto st = state_of_child(&c);
+                const bool asks_start = c.waits.empty() && (st == routing::swap::state::stopped ||
+                                                            st == routing::swap::state::draining);
+                if (asks_start) {
+                    if (const auto wait = swap_limits_.take_swap(
+                            tenant, cfg.tenants.limits.swaps_per_minute, now)) {
+                        const auto secs = std::chrono::ceil<std::chrono::seconds>(*wait);
+                        co_return service::admission{
+                            nullptr,
+                            fmt::format("this tenant started {} swap group members in the last "
+                                        "minute (tenants.limits.swaps_per_minute); backend {} "
+                                        "stays {}",
+                                        cfg.tenants.limits.swaps_per_minute,
+                                        cfg.backends[*target].name, state_name(st)),
+                            std::max(secs, std::chrono::seconds(1)),
+                            api::error_kind::rate_limited};
+                    }
+                    c.asked_by = tenant;
+                }
                 wait_entry = c.waits.insert(now);
                 failures_before = c.start_failures;
                 deadline = now + cfg.backends[*target].start_timeout;

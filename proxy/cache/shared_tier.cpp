@@ -87,7 +87,8 @@ std::string manifest_text(const shared_entry& e) {
                 {"hits", e.hits},
                 {"created", e.created},
                 {"last_used", e.last_used},
-                {"publisher", e.publisher}}
+                {"publisher", e.publisher},
+                {"tenant", e.tenant}}
         .dump(-1, ' ', false, json::error_handler_t::replace);  // never throws on bad UTF-8
 }
 
@@ -106,6 +107,7 @@ std::optional<shared_entry> parse_manifest(std::string_view text) {
         e.created = j.value("created", std::int64_t{0});
         e.last_used = j.value("last_used", std::int64_t{0});
         e.publisher = j.value("publisher", std::string());
+        e.tenant = j.value("tenant", std::string());  // none before tenants: the default one
         (void)file_name_for(e.key);  // a key that could name another file is refused
         if (e.identity.empty() || e.tokens == 0 || e.bytes == 0 || !(e.prefill_seconds >= 0))
             return std::nullopt;
@@ -153,7 +155,7 @@ publish_result publish_shared(const fs::path& root, const shared_entry& e, const
 }
 
 std::optional<shared_entry> find_shared(const fs::path& root, const std::string& key,
-                                        const std::string& identity) {
+                                        const std::string& identity, const std::string* tenant) {
     std::string manifest;
     try {
         manifest = manifest_name_for(key);
@@ -164,6 +166,7 @@ std::optional<shared_entry> find_shared(const fs::path& root, const std::string&
     if (!text) return std::nullopt;
     auto e = parse_manifest(*text);
     if (!e || e->key != key || e->identity != identity) return std::nullopt;
+    if (tenant && e->tenant != *tenant) return std::nullopt;
     std::error_code ec;
     const auto size = fs::file_size(root / file_name_for(key), ec);
     if (ec || size != e->bytes) return std::nullopt;

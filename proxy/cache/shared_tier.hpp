@@ -40,6 +40,7 @@ struct shared_entry {
     std::int64_t created = 0;      // unix seconds
     std::int64_t last_used = 0;    // unix seconds: published or last fetched
     std::string publisher;         // who published it (host and backend), for people
+    std::string tenant;            // whose request saved it ("" the default tenant)
 };
 
 inline constexpr std::size_t max_manifest_bytes = 4096;  // larger manifests are not read
@@ -70,10 +71,12 @@ publish_result publish_shared(const std::filesystem::path& root, const shared_en
                               std::chrono::steady_clock::time_point deadline,
                               const std::string& tag);
 
-// The manifest of `key` when it names `identity` and its slot file is there with the size it
-// says; std::nullopt otherwise (absent, of another identity, half evicted, unreadable).
+// The manifest of `key` when it names `identity` (and, when `tenant` is given, that tenant) and
+// its slot file is there with the size it says; std::nullopt otherwise (absent, of another
+// identity or tenant, half evicted, unreadable).
 std::optional<shared_entry> find_shared(const std::filesystem::path& root, const std::string& key,
-                                        const std::string& identity);
+                                        const std::string& identity,
+                                        const std::string* tenant = nullptr);
 
 // Copies the entry's slot file into `target` (a slot directory's "ws-<key>.bin"), always a
 // copy: llama-server writes saves into files of this name, and a link would let it write into

@@ -196,7 +196,22 @@ limits reader::read_limits(const entry& e) const {
             {"max_body_bytes",
              [&](const entry& v) { out.max_body_bytes = read_size(v, kib, 4 * kib * kib * kib); }},
             {"max_connections",
-             [&](const entry& v) { out.max_connections = read_count(v, 1, 100'000); }}});
+             [&](const entry& v) { out.max_connections = read_count(v, 1, 100'000); }},
+            {"stalled_reader", [&](const entry& v) { out.stalled_reader = read_duration(v); }}});
+    return out;
+}
+
+tenant_settings reader::read_tenants(const entry& e) const {
+    tenant_settings out;
+    read_map(e, {{"limits", [&](const entry& l) {
+                      read_map(l, {{"concurrent_requests",
+                                    [&](const entry& v) {
+                                        out.limits.concurrent_requests = read_count(v, 0, 100'000);
+                                    }},
+                                   {"swaps_per_minute", [&](const entry& v) {
+                                        out.limits.swaps_per_minute = read_count(v, 0, 10'000);
+                                    }}});
+                  }}});
     return out;
 }
 
@@ -293,6 +308,8 @@ cache_settings reader::read_cache(const entry& e) const {
                       out.shared_max_disk = read_size(v, 1024 * 1024, UINT64_MAX / 2);
                   }},
                  {"shared_timeout", [&](const entry& v) { out.shared_timeout = read_duration(v); }},
+                 {"shared_across_tenants",
+                  [&](const entry& v) { out.shared_across_tenants = read_bool(v); }},
                  {"tenant_max_disk",
                   [&](const entry& v) { out.tenant_max_disk = read_tenant_budgets(v); }}});
     if (out.dir.empty()) out.dir = default_cache_dir();
@@ -487,7 +504,8 @@ config reader::read(const YAML::Node& root) {
                    {"rewrite", [&](const entry& v) { c.rewrite = read_rewrite(v); }},
                    {"log", [&](const entry& v) { c.log = read_log(v); }},
                    {"dashboard", [&](const entry& v) { c.dashboard = read_dashboard(v); }},
-                   {"swap_groups", [&](const entry& v) { groups = v; }}});
+                   {"swap_groups", [&](const entry& v) { groups = v; }},
+                   {"tenants", [&](const entry& v) { c.tenants = read_tenants(v); }}});
     if (backends_line == 0)
         fail(top.line, "backends", "is required; list at least one llama-server");
     if (groups) c.swap_groups = read_swap_groups(*groups, c, top);

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -30,14 +32,36 @@ enum class start_mode {
     on_demand,  // on the first request that needs it
 };
 
+// The key warmslot gives the process it runs for a command backend and sends on every call to
+// it: made anew for each start of the process (never parsed, never logged). The one mutable
+// part of a snapshot: every snapshot that has the backend shares it (a reload keeps it), the
+// supervisor sets it before a start, requests read it. Thread-safe.
+class child_secret {
+public:
+    std::string key() const {
+        const std::lock_guard lock(mu_);
+        return key_;
+    }
+    void set(std::string key) {
+        const std::lock_guard lock(mu_);
+        key_ = std::move(key);
+    }
+
+private:
+    mutable std::mutex mu_;
+    std::string key_;
+};
+
 // One llama-server process, reached over plain HTTP. Either an existing server (`url`) or one
 // warmslot starts and supervises itself (`command`); exactly one of the two is configured.
 struct backend {
     std::string name;        // unique (also ignoring case), safe as a directory name
     std::string url;         // as written, e.g. "http://127.0.0.1:8081"; "" for a command backend
-    std::string host;        // parsed from url; "127.0.0.1" for a command backend
-    std::uint16_t port = 0;  // parsed from url (default 80); 0 for a command backend: the port
-                             // is picked when the process is started
+    std::string host;        // parsed from url; for a command backend the path of the UNIX
+                             // socket it listens on (a host that begins with '/'), or
+                             // "127.0.0.1" where there are none (Windows)
+    std::uint16_t port = 0;  // parsed from url (default 80); 0 for a command backend on a UNIX
+                             // socket; else the loopback port picked when warmslot starts
     std::vector<std::string> models; // names requests may use for this backend's model
     // A url backend's --ctx-checkpoints as its owner states it (llama-server does not show it):
     // 0 on a hybrid model means a rollback recomputes the prefix. std::nullopt: not stated.
@@ -58,14 +82,17 @@ struct backend {
     // Variables set for the process on top of the allow-listed ones it gets from warmslot's
     // environment (app/supervised_argv.hpp), in file order; a value may be secret: never log.
     std::vector<std::pair<std::string, std::string>> env;
-    // The API key warmslot gives the process it starts and sends on every call to it (never
-    // parsed, never logged): set with the port when warmslot starts, kept by a reload.
-    std::string child_key;
+    // The key of the process warmslot starts (set with its address when warmslot starts or a
+    // reload adds the backend; a fresh key for each start of the process). Null for a url
+    // backend.
+    std::shared_ptr<child_secret> child_key;
 
     bool retired = false;  // removed by a reload: takes no new requests, drains
                            // (never set by the parser; see config/reload.hpp)
 
     bool supervised() const noexcept { return !command.empty(); }
+    // The key to send to its process now: "" for a url backend.
+    std::string current_child_key() const { return child_key ? child_key->key() : ""; }
     // A variable as a command backend's process sees it: its `env` entry, else warmslot's own
     // environment. std::nullopt when unset, and always for a url backend.
     std::optional<std::string> env_value(const std::string& variable) const;
@@ -93,6 +120,23 @@ struct limits {
     std::size_t max_header_count = 100;  // header fields in one request
     std::size_t max_body_bytes = 64 * 1024 * 1024;
     std::size_t max_connections = 1024;
+    // A client that does not take a chunk of its answer within this (a reader that stopped
+    // reading) loses the request, and its slot with it; what a backend may stay silent is
+    // timeouts.stream_idle.
+    millis stalled_reader{30'000};
+};
+
+// Limits per tenant (the `tenant` of api_keys entries; one value for each tenant): what one
+// tenant may take of warmslot at once, so that it cannot crowd the others out.
+struct tenant_limit_settings {
+    std::size_t concurrent_requests = 0;  // model API requests in flight at once; 0: no limit
+    // Swap group members a tenant's requests may make warmslot start within any minute
+    // (a start that drains another member is a swap); 0: no limit.
+    std::size_t swaps_per_minute = 0;
+};
+
+struct tenant_settings {
+    tenant_limit_settings limits;
 };
 
 struct timeouts {
@@ -142,6 +186,10 @@ struct cache_settings {
     // How long looking a prefix up there may take; a copy from there takes at most what
     // computing the prefix would (its manifest says), within slot_call_timeout.
     millis shared_timeout{2'000};
+    // false: a tenant restores from the shared tier only what its own requests published
+    // (entries are named by the prefix and the tenant); true: any tenant's, as the slot
+    // directories do.
+    bool shared_across_tenants = false;
     // Per-tenant budgets (cache.tenant_max_disk), per directory like max_disk: a tenant's files
     // over its budget are evicted, none of another tenant's. By tenant name, "" the default
     // tenant; "*" is every tenant not named. Tenants without one have only max_disk.
@@ -248,6 +296,7 @@ struct config {
     rewrite_settings rewrite;
     log_settings log;
     dashboard_settings dashboard;
+    tenant_settings tenants;
 };
 
 // A config that cannot be used. `what()` reads "<source>:<line>: <key path>: <problem>",

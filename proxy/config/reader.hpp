@@ -71,6 +71,7 @@ class reader {
     std::string read_api_key(const entry& e) const;
     void check_api_key(const entry& e, const std::string& key, const std::string& from) const;
     limits read_limits(const entry& e) const;
+    tenant_settings read_tenants(const entry& e) const;
     timeouts read_timeouts(const entry& e) const;
     log_settings read_log(const entry& e) const;
     dashboard_settings read_dashboard(const entry& e) const;

@@ -134,9 +134,9 @@ std::string upstream_head(const http::request<http::string_body>& in, const conf
         if (!api::forward_request_header(name)) continue;
         head.append(name).append(": ").append(std::string_view(field.value())).append("\r\n");
     }
-    head.append("Host: ").append(b.host).append(":").append(std::to_string(b.port)).append("\r\n");
-    if (!b.child_key.empty())  // a process warmslot started takes only warmslot's own key
-        head.append("Authorization: Bearer ").append(b.child_key).append("\r\n");
+    head.append("Host: ").append(upstream::host_header(b.host, b.port)).append("\r\n");
+    if (const auto key = b.current_child_key(); !key.empty())  // its process takes only this one
+        head.append("Authorization: Bearer ").append(key).append("\r\n");
     const auto m = in.method();
     if (body_size > 0 || m == http::verb::options || m == http::verb::put || m == http::verb::post) {
         head.append("Content-Length: ").append(std::to_string(body_size)).append("\r\n");
@@ -327,7 +327,9 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         // The client is watched while it waits for a backend to start: one that leaves gives
         // up its wait (and its place in a swap group's queue) at once.
         const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
-        admitted = co_await starter_->wake(cfg, out.cls.model, [&st] { return st.client_gone; });
+        admitted = co_await starter_->wake(cfg, out.cls.model,
+                                           out.caller ? out.caller->tenant : std::string(),
+                                           [&st] { return st.client_gone; });
     }
     if (st.client_gone) {
         out.client_gone = true;

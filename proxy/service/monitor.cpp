@@ -151,9 +151,9 @@ void monitor::unreadable(const config::backend& b, watch_state& st, const char* 
 // it is another program on that port (started there while warmslot's was stopped), and gets
 // no request. Backends warmslot does not start are taken as they are.
 awaitable<bool> monitor::own_process(config::backend b, watch_state& st) {
-    if (b.child_key.empty()) co_return true;
+    if (!b.child_key) co_return true;
     auto bare = b;
-    bare.child_key.clear();
+    bare.child_key.reset();
     const auto r =
         co_await upstream::call(pool_, bare, http::verb::get, "/props", "", call_timeout);
     if (r.ec || r.status == 401) {  // unreachable: the usual checks say so

@@ -79,6 +79,17 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
         co_await dashboard(ex, out);
     } else if ((path == "/v1/models" || path == "/models") && config::active_backends(*out.cfg) > 1) {
         co_await models(ex, out);
+    } else if (const auto place =
+                   tenant_limits_.enter(out.caller ? out.caller->tenant : std::string(),
+                                        out.cfg->tenants.limits.concurrent_requests);
+               !place) {
+        co_await fail_starting(
+            ex, out,
+            admission{nullptr,
+                      "too many requests of this tenant at once (tenants.limits."
+                      "concurrent_requests: " +
+                          std::to_string(out.cfg->tenants.limits.concurrent_requests) + ")",
+                      std::chrono::seconds(1), api::error_kind::rate_limited});
     } else {
         const bool json_body = ep.kind == api::endpoint_kind::forward_json;
         std::optional<rewrite::result> rewritten;
@@ -90,7 +101,7 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
                                ? api::stream_keepalive(ep.shape, body, out.cfg->timeouts.stream_keepalive)
                                : std::nullopt;
         if (every) {
-            keeper.emplace(ex, *every, out.cfg->timeouts.stream_idle, ep.dialect);
+            keeper.emplace(ex, *every, out.cfg->limits.stalled_reader, ep.dialect);
             out.keeper = &*keeper;
         }
         co_await forward(ex, out, json_body ? &body : nullptr);
@@ -186,7 +197,7 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
 
 awaitable<void> pipeline::fail_starting(http_server::exchange& ex, outcome& out,
                                         const admission& a) {
-    const auto kind = api::error_kind::backend_unavailable;
+    const auto kind = a.kind;
     out.status = api::describe(kind).status;
     out.error = kind;
     if (out.keeper && co_await out.keeper->stop()) {
@@ -213,7 +224,7 @@ awaitable<void> pipeline::fail_in_stream(http_server::exchange& ex, outcome& out
                                          std::string event) {
     std::string bytes = fmt::format("{:x}\r\n{}\r\n", event.size(), event);
     bytes += http_server::serialized_last_chunk(http::fields{});
-    ex.client->expires_after(out.cfg->timeouts.stream_idle);
+    ex.client->expires_after(out.cfg->limits.stalled_reader);
     auto [ec, n] = co_await net::async_write(*ex.client, net::buffer(bytes), nothrow);
     out.bytes_out += event.size();
     out.keeper->ended();

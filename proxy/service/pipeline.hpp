@@ -16,6 +16,7 @@
 #include "api/admin.hpp"
 #include "api/endpoints.hpp"
 #include "api/errors.hpp"
+#include "api/tenant_limits.hpp"
 #include "api/timings.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
@@ -78,12 +79,14 @@ struct rejection {
 enum class gate { pass, misdirected, cross_site, unauthorized, forbidden, media_type };
 
 // What a request got from starter::wake: go on (holding `lease` to the end of the request,
-// which keeps a swap group from stopping the backend under it), or `error`: answer 503 with
-// Retry-After (the backend of a swap group did not start in time, or failed to start).
+// which keeps a swap group from stopping the backend under it), or `error`: answer `kind` with
+// Retry-After (503: the backend of a swap group did not start in time, or failed to start;
+// 429: the tenant's limits).
 struct admission {
     std::shared_ptr<void> lease;
     std::string error;  // "" = go on
     std::chrono::seconds retry_after{0};
+    api::error_kind kind = api::error_kind::backend_unavailable;
 };
 
 // Starts supervised backends that are stopped (app/supervisor); optional.
@@ -94,9 +97,10 @@ public:
     // `model` and waits, within their start_timeout, until one of them is healthy. A backend
     // of a swap group may first need another member drained, saved and stopped. `gone` says
     // whether the client has left: then the request stops waiting at once (its place in a swap
-    // group's queue goes with it) and the admission it gets is not used.
+    // group's queue goes with it) and the admission it gets is not used. A start of a swap
+    // group member counts against `tenant`'s tenants.limits.swaps_per_minute.
     virtual awaitable<admission> wake(const config::config& cfg, std::string model,
-                                      std::function<bool()> gone) = 0;
+                                      std::string tenant, std::function<bool()> gone) = 0;
     // A request was placed on `backend` (for idle_stop).
     virtual void used(int backend) = 0;
     // "stopped", "starting", "running" or "draining" for a supervised backend.
@@ -164,7 +168,8 @@ private:
                          std::string message);
     // One SSE error `event` and the end of a stream whose head the keeper already sent.
     awaitable<void> fail_in_stream(http_server::exchange& ex, outcome& out, std::string event);
-    // 503 backend_unavailable with Retry-After: a backend that could not be started in time.
+    // The admission's error (503 backend_unavailable: a backend that could not be started in
+    // time; 429 rate_limited: a tenant's limit) with Retry-After.
     awaitable<void> fail_starting(http_server::exchange& ex, outcome& out, const admission& a);
     // `g`: what the header checks found (service/gate.cpp).
     std::optional<rejection> check(const http::request<http::string_body>& req,
@@ -189,6 +194,7 @@ private:
     std::vector<std::unique_ptr<watch_list>> watches_;    // one per worker
     std::shared_ptr<wakeup_hub> wakeups_;                  // the registry's listener
     status::activity activity_;                            // thread-safe
+    api::tenant_limits tenant_limits_;                     // thread-safe
 };
 
 }  // namespace warmslot::service

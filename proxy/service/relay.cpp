@@ -154,7 +154,7 @@ awaitable<void> relay_buffered(http_server::exchange& ex, upstream::connection& 
     out.bytes_out = in.body().size();
     st.headers_sent = true;
     st.upstream_reusable = whole.keep_alive();
-    ex.client->expires_after(cfg.timeouts.stream_idle);
+    ex.client->expires_after(cfg.limits.stalled_reader);
     const std::array<net::const_buffer, 2> response{net::buffer(head), net::buffer(in.body())};
     std::tie(ec, n) = co_await net::async_write(*ex.client, response, nothrow);
     if (ec) ex.keep_alive = false;
@@ -314,7 +314,7 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
             if (chunked) last = last_chunk(out, early);
         }
         if (got > 0 || !head_bytes.empty() || !last.empty()) {
-            ex.client->expires_after(cfg.timeouts.stream_idle);
+            ex.client->expires_after(cfg.limits.stalled_reader);
             const auto wec = co_await write_out(*ex.client, head_bytes, chunked, buf.data(), got, last);
             st.headers_sent = true;
             head_bytes.clear();
@@ -354,7 +354,7 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         // inside a co_await (they are destroyed twice).
         std::string tail;
         if (chunked) tail = last_chunk(out, early);
-        ex.client->expires_after(cfg.timeouts.stream_idle);
+        ex.client->expires_after(cfg.limits.stalled_reader);
         const auto wec =
             co_await write_out(*ex.client, {}, chunked, event.data(), event.size(), tail);
         if (wec) ex.keep_alive = false;

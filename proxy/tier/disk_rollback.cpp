@@ -59,7 +59,8 @@ awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing:
         kept.kept_prefix_tokens = judged ? found->tokens : 0;  // learned from afterwards
         co_return kept;
     }
-    const auto before = co_await save_reserved(pool, t, p.key, false);
+    // The slot's prefix, another tenant's maybe, is saved at the asking tenant's cost.
+    const auto before = co_await save_reserved(pool, t, p.key, false, p.tenant);
     auto a = co_await restore(pool, t, p, *found);
     a.primed += before.primed;
     a.judged = judged;

@@ -74,7 +74,8 @@ std::optional<disk_tier::remembered> disk_tier::remembered_at(int backend, int s
     return it->second;
 }
 
-awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, int slot) {
+awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, int slot,
+                                            std::optional<std::string> charge_to) {
     slot_report r;
     r.backend = src_.current()->backends[static_cast<std::size_t>(backend)].name;
     r.slot = slot;
@@ -97,7 +98,7 @@ awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, i
     }
     routing::reservation t(reg_, std::move(*idle));  // cancelled if the save never ends
     t.preparing(true);
-    r = co_await save_reserved(pool, *t, "", true);
+    r = co_await save_reserved(pool, *t, "", true, std::move(charge_to));
     t.release();  // the save kept what the registry believes of the slot up to date
     co_return r;
 }
@@ -105,7 +106,8 @@ awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, i
 // The slot is reserved by `t`. Saves the stable prefix it was last seen holding, when it still
 // holds it, it is not `except_key` (the prefix about to go there) and it is not on disk yet.
 awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::ticket& t,
-                                                std::string except_key, bool on_demand) {
+                                                std::string except_key, bool on_demand,
+                                                std::optional<std::string> charge_to) {
     slot_report r;
     r.backend = src_.current()->backends[static_cast<std::size_t>(t.p.backend)].name;
     r.slot = *t.p.slot;
@@ -147,7 +149,7 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
         const auto& messages = (*m->body)["messages"];
         for (std::size_t i = 0; i < m->levels.size(); ++i) p.messages.push_back(messages[i]);
         p.body = m->body.get();
-        p.tenant = m->tenant;
+        p.tenant = charge_to ? *charge_to : m->tenant;
         const auto chain = co_await request_chain(pool, t.p.backend, *m->body);
         if (!chain || !co_await place_tokens(pool, t.p.backend, p, *chain) || p.key != m->key) {
             r.reason = "its prefix no longer renders to the tokens it had";
@@ -167,7 +169,8 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
     co_return r;
 }
 
-awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backend) {
+awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backend,
+                                                std::optional<std::string> charge_to) {
     save_report rep;
     const std::string name = src_.current()->backends[static_cast<std::size_t>(backend)].name;
     if (!enabled_for(backend)) {
@@ -182,7 +185,7 @@ awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backen
     }
     const auto views = reg_.snapshot();
     for (const auto& s : views[static_cast<std::size_t>(backend)].slots) {
-        rep.slots.push_back(co_await save_slot(pool, backend, s.id));
+        rep.slots.push_back(co_await save_slot(pool, backend, s.id, charge_to));
     }
     co_return rep;
 }
@@ -258,7 +261,8 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
             r.tokens = found->tokens;
             co_return result(r);
         }
-        const auto before = co_await save_reserved(pool, t, p->key, true);  // if worth keeping
+        // If worth keeping; charged to whoever asked for the warm-up, not the slot's tenant.
+        const auto before = co_await save_reserved(pool, t, p->key, true, p->tenant);
         remember(t.p.backend, *t.p.slot, *p);
         const auto a = co_await snapshot(pool, t, *p, true, watch);
         r.primed = before.primed + a.primed;

@@ -17,6 +17,7 @@
 
 #include <boost/asio/ip/host_name.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <xxhash.h>
 
 #include "cache/shared_tier.hpp"
 #include "tier/disk_prefix.hpp"
@@ -72,6 +73,16 @@ auto within(net::any_io_executor work_ex, F f, std::chrono::steady_clock::time_p
         tier->overran.fetch_add(1, std::memory_order_relaxed);
     }
     co_return std::move(s->result);
+}
+
+// The shared tier's name for a prefix saved for `tenant`: its key when tenants share the tier
+// (and for the default tenant, whose entries predate tenants), else a key of the prefix and the
+// tenant, so that each tenant finds only its own entries and never blocks another's publish.
+std::string shared_key(const std::string& key, const std::string& tenant, bool across) {
+    if (across || tenant.empty()) return key;
+    const std::string text = key + '\n' + tenant;
+    const auto h = XXH3_128bits(text.data(), text.size());
+    return fmt::format("{:016x}{:016x}", h.high64, h.low64);
 }
 
 }  // namespace
@@ -152,8 +163,9 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
     const std::filesystem::path root(c.shared_dir);
     const auto looked = co_await within(
         shared_executor(),
-        [root, key = p.key, identity = info->identity] {
-            return cache::find_shared(root, key, identity);
+        [root, key = shared_key(p.key, p.tenant, c.shared_across_tenants),
+         identity = info->identity, tenant = p.tenant, across = c.shared_across_tenants] {
+            return cache::find_shared(root, key, identity, across ? nullptr : &tenant);
         },
         std::chrono::steady_clock::now() + c.shared_timeout, shared_);
     if (!looked) {
@@ -222,7 +234,8 @@ void disk_tier::publish(int backend, const cache::snapshot& s, const std::filesy
         return;
     }
     cache::shared_entry e;
-    e.key = s.key;
+    e.key = shared_key(s.key, s.tenant, c.shared_across_tenants);
+    e.tenant = s.tenant;
     e.identity = s.identity;
     e.tokens = s.tokens;
     e.bytes = s.bytes;

@@ -414,8 +414,9 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
         f.tenant = primary->tenant;
         // The slot's own prefix goes first when it is worth keeping and not on disk yet.
         // Restored, or failed and dropped: either way the request runs now; a failed file
-        // is replaced by a fresh snapshot on the next use.
-        const auto before = co_await save_reserved(pool, t, f.key, false);
+        // is replaced by a fresh snapshot on the next use. That save, of another tenant's
+        // prefix maybe, is charged to the tenant whose request asked for the restore.
+        const auto before = co_await save_reserved(pool, t, f.key, false, f.tenant);
         if (msg) remember(t.p.backend, *t.p.slot, *msg);
         auto a = co_await restore(pool, t, f, found->row);
         a.primed += before.primed;

@@ -181,8 +181,11 @@ public:
     // it) is long enough and not on disk yet, e.g. because it was used fewer than
     // snapshot_after_uses times: the slot is primed with exactly that prefix and saved, like a
     // snapshot on the request path. Busy slots are skipped, never pinned. Called before a
-    // backend stops and by POST /admin/snapshot. Never throws.
-    awaitable<save_report> save_valuable(upstream::pool& pool, int backend);
+    // backend stops and by POST /admin/snapshot. Never throws. A file is charged to
+    // `charge_to` when given (the tenant whose request made the backend stop: a swap), else to
+    // the tenant whose request brought the prefix to the slot.
+    awaitable<save_report> save_valuable(upstream::pool& pool, int backend,
+                                         std::optional<std::string> charge_to = std::nullopt);
 
     // Primes an idle slot of a backend serving the chat request `body` with its stable prefix
     // (everything before the final user turn) and saves it, ignoring snapshot_after_uses.
@@ -289,9 +292,12 @@ private:
     void saved(int backend, bool ok);
     void open_indexes(const config::config& cfg);  // under mu_
     void remember(int backend, int slot, const prefix& p);
-    awaitable<slot_report> save_slot(upstream::pool& pool, int backend, int slot);
+    awaitable<slot_report> save_slot(upstream::pool& pool, int backend, int slot,
+                                     std::optional<std::string> charge_to);
+    // `charge_to`: the tenant the file is charged to; std::nullopt: the slot's own.
     awaitable<slot_report> save_reserved(upstream::pool& pool, routing::ticket& t,
-                                         std::string except_key, bool on_demand);
+                                         std::string except_key, bool on_demand,
+                                         std::optional<std::string> charge_to);
 
     const config::source& src_;
     routing::registry& reg_;

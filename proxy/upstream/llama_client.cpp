@@ -27,8 +27,9 @@ awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb metho
     } const show{in_flight};
     if (in_flight) *in_flight = conn.get();
     http::request<http::string_body> req{method, target, 11};
-    req.set(http::field::host, conn->key);
-    if (!b.child_key.empty()) req.set(http::field::authorization, "Bearer " + b.child_key);
+    req.set(http::field::host, host_header(b.host, b.port));
+    if (const auto key = b.current_child_key(); !key.empty())
+        req.set(http::field::authorization, "Bearer " + key);
     if (!body.empty()) req.set(http::field::content_type, "application/json");
     req.body() = std::move(body);
     req.prepare_payload();

@@ -1,6 +1,13 @@
 #include "upstream/pool.hpp"
 
 #include <tuple>
+#include <variant>
+
+#ifndef _WIN32
+#include <unistd.h>
+
+#include <boost/asio/local/stream_protocol.hpp>
+#endif
 
 namespace warmslot::upstream {
 
@@ -24,6 +31,11 @@ awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host,
     }
     auto c = std::make_unique<connection>(ex_);
     c->key = std::move(key);
+    if (is_socket_path(host)) {
+        const auto ec = co_await connect_local(*c, host, timeout);
+        if (ec) co_return std::pair{ec, connection_ptr{}};
+        co_return std::pair{error_code{}, std::move(c)};
+    }
     c->stream.expires_after(timeout);
     error_code ec;
     const auto address = net::ip::make_address(host, ec);
@@ -39,6 +51,35 @@ awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host,
     c->stream.socket().set_option(tcp::no_delay(true));
     c->stream.expires_never();
     co_return std::pair{error_code{}, std::move(c)};
+}
+
+// A UNIX socket's connect completes at once or fails at once (no such file, nobody listening),
+// except when the listener's backlog is full: then it waits, up to `timeout`. The connected
+// descriptor is handed to the connection's socket, whose reads, writes, cancel and close are
+// those of any stream socket (nothing on the upstream side asks it for a TCP address).
+awaitable<error_code> pool::connect_local(connection& c, const std::string& path,
+                                          std::chrono::milliseconds timeout) {
+#ifdef _WIN32
+    (void)c, (void)path, (void)timeout;
+    co_return make_error_code(net::error::operation_not_supported);
+#else
+    using local = net::local::stream_protocol;
+    using namespace net::experimental::awaitable_operators;
+    local::socket s(ex_);
+    net::steady_timer timer(ex_);
+    timer.expires_after(timeout);
+    // Whichever ends first cancels the other, and both have ended when this resumes.
+    const auto done = co_await (s.async_connect(local::endpoint(path), nothrow) ||
+                                timer.async_wait(nothrow));
+    if (done.index() == 1) co_return make_error_code(beast::error::timeout);
+    error_code ec = std::get<0>(std::get<0>(done));
+    if (ec) co_return ec;
+    const auto fd = s.release(ec);
+    if (ec) co_return ec;
+    c.stream.socket().assign(tcp::v4(), fd, ec);
+    if (ec) ::close(fd);
+    co_return ec;
+#endif
 }
 
 std::uint64_t pool::stale_count(const std::string& host, std::uint16_t port) const {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -23,6 +24,15 @@ struct connection {
     bool reused = false; // came from the idle list: may have been closed by the peer meanwhile
 };
 using connection_ptr = std::unique_ptr<connection>;
+
+// A backend host that begins with '/' is the path of a UNIX socket (the port is unused), as in
+// libpq: where warmslot's own llama-servers listen (app::assign_addresses).
+inline bool is_socket_path(std::string_view host) { return host.starts_with('/'); }
+
+// The Host header for a backend: its host and port, or "localhost" for a UNIX socket.
+inline std::string host_header(const std::string& host, std::uint16_t port) {
+    return is_socket_path(host) ? std::string("localhost") : host + ":" + std::to_string(port);
+}
 
 // A request on a kept-alive connection failed this way before any byte of an answer: the peer
 // had closed the connection while it sat idle, so the request never reached it and may be sent
@@ -43,8 +53,9 @@ public:
                   idle_timers timers = idle_timers::end)
         : ex_(std::move(ex)), max_idle_(max_idle_per_backend), timers_(timers) {}
 
-    // An idle connection to host:port, or a new one. `fresh`: always a new one (the idle ones
-    // to host:port are closed). Errors: connect refused, timeout, ...
+    // An idle connection to host:port (or to the UNIX socket `host`), or a new one. `fresh`:
+    // always a new one (the idle ones to host:port are closed). Errors: connect refused,
+    // timeout, ...
     awaitable<std::pair<error_code, connection_ptr>> acquire(std::string host, std::uint16_t port,
                                                              std::chrono::milliseconds timeout,
                                                              bool fresh = false);
@@ -59,6 +70,9 @@ public:
     std::uint64_t stale_count(const std::string& host, std::uint16_t port) const;
 
   private:
+    awaitable<error_code> connect_local(connection& c, const std::string& path,
+                                        std::chrono::milliseconds timeout);
+
     net::any_io_executor ex_;
     std::size_t max_idle_;
     idle_timers timers_;

@@ -49,7 +49,13 @@ const modelRules = (yaml) => `${url}rewrite:\n  models:\n    m:\n${yaml.replace(
 const cases = [
   ['minimal url backend', url, true],
   ['minimal command backend', cmd(), true],
-  ['every section empty', `${url}api_keys:\nhttp:\nlimits:\ntimeouts:\nrouting:\ncache:\nrewrite:\nlog:\ndashboard:\n`, true],
+  ['every section empty', `${url}api_keys:\nhttp:\nlimits:\ntimeouts:\nrouting:\ncache:\nrewrite:\nlog:\ndashboard:\ntenants:\n`, true],
+  ['tenant limits', `${url}tenants:\n  limits:\n    concurrent_requests: 4\n    swaps_per_minute: 6\n`, true],
+  ['tenant limits empty', `${url}tenants:\n  limits:\n`, true],
+  ['tenant limit negative', `${url}tenants:\n  limits:\n    concurrent_requests: -1\n`, false],
+  ['tenant limit not a number', `${url}tenants:\n  limits:\n    swaps_per_minute: many\n`, false],
+  ['stalled reader', `${url}limits:\n  stalled_reader: 5s\n`, true],
+  ['stalled reader of 0', `${url}limits:\n  stalled_reader: 0s\n`, false],
   ['every rewrite block empty', `${rules('volatile_lines:\ndocuments:\n')}  models:\n    m:\n`, true],
   ['every rewrite key', `${url}rewrite:
   memory: 1TiB
@@ -244,6 +250,7 @@ const maps = {
   log: schema.properties.log,
   dashboard: schema.properties.dashboard,
   http: schema.properties.http,
+  tenants: schema.properties.tenants,
 };
 // Maps below those, each with a config that puts an unknown key there.
 const rulesBlock = schema.definitions.rewrite_rules;
@@ -256,6 +263,7 @@ const nested = {
   'rewrite.models["m"].documents': [rulesBlock.properties.documents, modelRules('documents:\n  zz_unknown: 1\n')],
   'rewrite.default.documents.delimiters[0]': [rulesBlock.properties.documents.properties.delimiters.items,
     rules('documents:\n  delimiters: [{begin: a, end: b, zz_unknown: 1}]\n')],
+  'tenants.limits': [schema.properties.tenants.properties.limits, `${url}tenants:\n  limits:\n    zz_unknown: 1\n`],
 };
 const keysOf = (node) => Object.keys(node.properties).sort();
 
@@ -313,7 +321,7 @@ test('docs/config.md documents every key of the schema, and no other', () => {
 test('the example config shows every key of the schema', () => {
   const example = fs.readFileSync(path.join(repoRoot, 'config/warmslot.example.yaml'), 'utf8');
   const shown = { ...maps, volatile_lines: rulesBlock.properties.volatile_lines,
-    documents: rulesBlock.properties.documents };
+    documents: rulesBlock.properties.documents, 'tenants.limits': schema.properties.tenants.properties.limits };
   for (const [where, node] of Object.entries(shown)) {
     for (const key of keysOf(node)) {
       assert.match(example, new RegExp(`^[ #-]*${key}:`, 'm'), `${where}.${key} is not in the example`);

@@ -24,8 +24,8 @@ async function promptTokensTotal(llama) {
 }
 
 // warmslot_shared_files_total as { "op/result": n }, the non-zero ones.
-async function sharedFiles(ws) {
-  const text = await (await fetch(`${ws.url}/metrics`)).text();
+async function sharedFiles(ws, headers = {}) {
+  const text = await (await fetch(`${ws.url}/metrics`, { headers })).text();
   return Object.fromEntries([...text.matchAll(/^warmslot_shared_files_total\{op="(\w+)",result="(\w+)"\} (\d+)$/mg)]
     .filter((m) => m[3] !== '0').map((m) => [`${m[1]}/${m[2]}`, Number(m[3])]));
 }
@@ -41,14 +41,14 @@ async function ask(ws, doc, q) {
 }
 
 // A host: a llama-server of `model` and a warmslot in front of it, with the shared tier at
-// `shared` (none when null).
-async function startHost(arch, model, shared, extra = '') {
+// `shared` (none when null). `headers`: what /health needs to show the backends (a key).
+async function startHost(arch, model, shared, extra = '', headers = {}) {
   const llama = await startLlama({ arch, model, slots: 2, ctx: 16384 });
   const sharedLine = shared ? `  shared_dir: ${shared}\n` : '';
   const ws = await startWarmslot({ backends: [{ name: 'gpu0', url: llama.url, slotSaveDir: llama.saveDir }],
     extra: `${diskSettings}${sharedLine}${extra}` });
   await waitFor('the backend to be routed', async () =>
-    (await (await fetch(`${ws.url}/health`)).json()).backends?.some((b) => b.routing), 30000);
+    (await (await fetch(`${ws.url}/health`, { headers })).json()).backends?.some((b) => b.routing), 30000);
   return { llama, ws, stop: async () => { await ws.stop(); await llama.stop(); } };
 }
 
@@ -153,4 +153,51 @@ test('llama: a FIFO planted where a manifest should be is a miss at once, never 
     await h2?.stop();
     await h1.stop();
   }
+});
+
+// Host 1 has a document of tenant a and one of tenant b published; host 2 (host 1 lost) is
+// asked both by tenant b.
+async function tenantsOnTwoHosts(shareLine) {
+  const shared = tempDir('shared-tenants');
+  const keys = { a: 'shared-tenant-a-0001', b: 'shared-tenant-b-0001', admin: 'shared-admin-key-0001' };
+  const extra = `${shareLine}api_keys:\n  - ${keys.admin}\n  - {key: ${keys.a}, role: client, tenant: a}\n  - {key: ${keys.b}, role: client, tenant: b}\n`;
+  const askAs = async (ws, tenant, doc, q) => {
+    const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, q), { authorization: `Bearer ${keys[tenant]}` });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return { disk: r.headers.get('x-warmslot-disk') ?? '', processed: Number(r.headers.get('x-warmslot-processed-tokens')) };
+  };
+  const docs = { a: makeDocument(970, 4000), b: makeDocument(971, 4000) };
+  const admin = { authorization: `Bearer ${keys.admin}` };
+  const h1 = await startHost('llama', undefined, shared, extra, admin);
+  try {
+    for (const t of ['a', 'b']) assert.match((await askAs(h1.ws, t, docs[t], questions[0])).disk, /^snapshot \d+ tokens$/);
+    await waitFor('both files published', async () =>
+      (await sharedFiles(h1.ws, admin))['publish/published'] === 2, 30000);
+    const tenants = fs.readdirSync(shared).filter((n) => n.endsWith('.json'))
+      .map((f) => JSON.parse(fs.readFileSync(path.join(shared, f), 'utf8')).tenant).sort();
+    assert.deepEqual(tenants, ['a', 'b'], 'each manifest names the tenant whose request published it');
+  } finally {
+    await h1.stop();
+  }
+  fs.rmSync(h1.llama.saveDir, { recursive: true, force: true });
+  const h2 = await startHost('llama', undefined, shared, extra, admin);
+  try {
+    return { ofA: await askAs(h2.ws, 'b', docs.a, questions[1]), ofB: await askAs(h2.ws, 'b', docs.b, questions[1]) };
+  } finally {
+    await h2.stop();
+  }
+}
+
+test('llama: a file tenant a published to the shared tier is not restored for tenant b; b\'s own is', { timeout: 400000 }, async () => {
+  const { ofA, ofB } = await tenantsOnTwoHosts('');
+  assert.match(ofA.disk, /^snapshot \d+ tokens$/, 'a\'s document was computed for b');
+  assert.ok(ofA.processed >= 3000, `computed ${ofA.processed}`);
+  assert.match(ofB.disk, /^restored \d+ tokens \(from the shared tier, copied\)$/);
+});
+
+test('llama: with cache.shared_across_tenants, tenant b restores the file tenant a published', { timeout: 400000 }, async () => {
+  const { ofA, ofB } = await tenantsOnTwoHosts('  shared_across_tenants: true\n');
+  assert.match(ofA.disk, /^restored \d+ tokens \(from the shared tier, copied\)$/);
+  assert.ok(ofA.processed < 1000, `computed ${ofA.processed}`);
+  assert.match(ofB.disk, /^restored \d+ tokens \(from the shared tier, copied\)$/);
 });

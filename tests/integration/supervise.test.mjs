@@ -60,7 +60,8 @@ test('a supervised llama-server killed with SIGKILL is restarted, and a known do
     const [pid] = pids(ws);
     assert.ok(pid > 0 && alive(pid));
     const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    for (const flag of ['--host', '--port', '--slot-save-path', '--metrics']) assert.ok(args.includes(flag), flag);
+    for (const flag of ['--host', '--slot-save-path', '--metrics']) assert.ok(args.includes(flag), flag);
+    assert.match(args[args.indexOf('--host') + 1], /\/\d+\.sock$/, 'a UNIX socket in warmslot\'s private directory');
     assert.equal(args[args.indexOf('--slot-save-path') + 1], path.join(cacheDir, 'slots', 'sup'));
     assert.ok(fs.existsSync(path.join(cacheDir, 'logs', 'sup.log')));
 

@@ -3,6 +3,7 @@
 // starts the other; switching back restores the document from disk instead of computing it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -48,9 +49,9 @@ function killLeft(cacheDir) {
   }
 }
 
-// The URL of the running process of `backend`, from warmslot's log.
+// The URL of the running process of `backend` (unix:<socket path>), from warmslot's log.
 function backendUrl(ws, backend) {
-  const all = [...logText(ws).matchAll(new RegExp(`backend ${backend}: started llama-server \\(pid \\d+\\) on (http://[^,\\s]+)`, 'g'))];
+  const all = [...logText(ws).matchAll(new RegExp(`backend ${backend}: started llama-server \\(pid \\d+\\) on ((?:http|unix):[^,\\s]+)`, 'g'))];
   return all.at(-1)?.[1];
 }
 
@@ -64,7 +65,7 @@ function backendAuth(ws, backend) {
 }
 
 async function metric(url, name, headers = {}) {
-  const text = await (await fetch(`${url}/metrics`, { headers })).text();
+  const text = String((await getJson(`${url}/metrics`, { headers })).body);
   return Number(text.match(new RegExp(`^${name.replace(/[{}"]/g, '\\$&')} (\\S+)`, 'm'))?.[1] ?? NaN);
 }
 
@@ -352,6 +353,83 @@ test('swap group with allow: a member that fits beside both runs beside either; 
     assert.deepEqual(status.allow, [['a', 'e'], ['b', 'e']]);
   } finally {
     pairs.stop();
+    try { await ws.stop(); } finally { killLeft(cacheDir); }
+  }
+});
+
+test('swap group: a tenant that names models in turn is held to tenants.limits.swaps_per_minute; another tenant is not', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('swap-limit');
+  const keyA = 'swap-limit-tenant-a-1';
+  const keyB = 'swap-limit-tenant-b-1';
+  const ws = await startWarmslot({
+    backends: [
+      { name: 'a', command: server(modelPath('llama')), lines: ['models: [model-a]'] },
+      { name: 'b', command: server(runScript('tests/models/models.sh', ['llama', 'tiny', '2'])), lines: ['models: [model-b]'] },
+    ],
+    extra: `cache:\n  dir: ${cacheDir}\nswap_groups:\n  - name: gpu\n    backends: [a, b]\n    min_residency: 0s\n` +
+      `api_keys:\n  - {key: ${keyA}, role: client, tenant: ta}\n  - {key: ${keyB}, role: client, tenant: tb}\n` +
+      'tenants:\n  limits:\n    swaps_per_minute: 2\n',
+  });
+  const ask = (key, model) => postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi', { model }),
+    { authorization: `Bearer ${key}` });
+  try {
+    for (const model of ['model-a', 'model-b']) {  // two starts: the second drains a
+      const r = await ask(keyA, model);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+    }
+    const third = await ask(keyA, 'model-a');
+    assert.equal(third.status, 429, JSON.stringify(third.body));
+    assert.equal(third.body.error.type, 'rate_limit_error');
+    assert.match(third.body.error.message, /swaps_per_minute/);
+    const wait = Number(third.headers.get('retry-after'));
+    assert.ok(wait >= 1 && wait <= 60, `Retry-After ${wait}`);
+    // Nothing was drained or started for it (b turns "running" at the supervisor's next tick
+    // after its first answer, which may come first).
+    const states = async () => Object.fromEntries((await getJson(`${ws.url}/warmslot/status`,
+      { headers: { authorization: `Bearer ${keyA}` } })).body.swaps.groups[0].members.map((m) => [m.backend, m.state]));
+    await waitFor('b to be listed running', async () => (await states()).b === 'running', 10000, 50);
+    assert.deepEqual(await states(), { a: 'stopped', b: 'running' });
+    // b's model, already running, still answers the same tenant; another tenant may swap.
+    assert.equal((await ask(keyA, 'model-b')).status, 200);
+    const other = await ask(keyB, 'model-a');
+    assert.equal(other.status, 200, JSON.stringify(other.body));
+  } finally {
+    try { await ws.stop(); } finally { killLeft(cacheDir); }
+  }
+});
+
+test('swap group: what a swap saves of a member\'s slots before it stops is charged to the tenant whose request made the swap', { timeout: 300000 }, async () => {
+  const cacheDir = tempDir('swap-charge');
+  const keyA = 'swap-charge-tenant-a-1';
+  const keyB = 'swap-charge-tenant-b-1';
+  const ws = await startWarmslot({
+    backends: [
+      { name: 'a', command: server(modelPath('llama')), lines: ['models: [model-a]'] },
+      { name: 'b', command: server(runScript('tests/models/models.sh', ['llama', 'tiny', '2'])), lines: ['models: [model-b]'] },
+    ],
+    // Stable messages are saved on their second use: the first leaves a's slot unsaved, for the
+    // save before the stop.
+    extra: `routing:\n  reconcile_interval: 100ms\ncache:\n  dir: ${cacheDir}\n  min_prefix_tokens: 1024\n  snapshot_after_uses: 2\n` +
+      'swap_groups:\n  - name: gpu\n    backends: [a, b]\n    min_residency: 0s\n' +
+      `api_keys:\n  - {key: ${keyA}, role: client, tenant: ta}\n  - {key: ${keyB}, role: client, tenant: tb}\n`,
+  });
+  const ask = (key, model, system) => postJson(`${ws.url}/v1/chat/completions`, chat(system, 'Hi', { model }),
+    { authorization: `Bearer ${key}` });
+  const rows = () => execFileSync('sqlite3', ['-separator', ' ', path.join(cacheDir, 'slots', 'a', 'warmslot-index.sqlite'),
+    'SELECT tenant, tokens FROM snapshots;'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean)
+    .map((l) => { const [tenant, tokens] = l.split(' '); return { tenant, tokens: Number(tokens) }; });
+  try {
+    const first = await ask(keyA, 'model-a', makeDocument(2501, 5000));
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.equal(first.headers.get('x-warmslot-disk') ?? '', '', 'nothing saved on the first use');
+    const other = await ask(keyB, 'model-b', 'You are terse.');
+    assert.equal(other.status, 200, JSON.stringify(other.body));
+    await waitFor('a to have stopped after its save', () => /backend a: stopped llama-server/.test(logText(ws)), 30000, 50);
+    const saved = rows();
+    assert.equal(saved.length, 1, JSON.stringify(saved));
+    assert.ok(saved[0].tokens > 1000);
+    assert.equal(saved[0].tenant, 'tb', 'the tenant whose request drained a pays for its save');
+  } finally {
     try { await ws.stop(); } finally { killLeft(cacheDir); }
   }
 });

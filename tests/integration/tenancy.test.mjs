@@ -293,8 +293,15 @@ test('`warmslot status` sends $WARMSLOT_API_KEY, as the service installers write
 
 const supervisedLog = (ws) => fs.readFileSync(ws.logFile, 'utf8');
 const childPids = (ws) => [...supervisedLog(ws).matchAll(/started llama-server \(pid (\d+)\)/g)].map((m) => Number(m[1]));
+const argsOf = (pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+const childKey = (pid) => fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')
+  .find((e) => e.startsWith('LLAMA_API_KEY='))?.slice('LLAMA_API_KEY='.length);
 
-test('a supervised llama-server takes only warmslot\'s own key', { timeout: 300000 }, async () => {
+// One HTTP request over a UNIX socket.
+const unixRequest = (socket, method, target, body) => getJson(`unix:${socket}${target}`,
+  body ? { method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } : { method });
+
+test('a supervised llama-server takes only warmslot\'s own key, on a socket in a private directory', { timeout: 300000 }, async () => {
   const command = [llamaServerBin(), '-m', modelPath('llama'), '-c', '16384', '-np', '2', '-t', '2'];
   const ws = await startWarmslot({
     backends: [{ name: 'sup', command }],
@@ -306,17 +313,22 @@ test('a supervised llama-server takes only warmslot\'s own key', { timeout: 3000
       return h.body.backends?.[0]?.status === 'ok' && h.body.backends[0].routing;
     }, 120000, 100);
     const [pid] = childPids(ws);
-    const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    const port = Number(args[args.indexOf('--port') + 1]);
+    const args = argsOf(pid);
     assert.ok(!args.includes('--api-key'), 'the key is not on the command line');
-    // Anyone else on the machine: no key, no slot actions, no completions.
-    assert.equal((await fetch(`http://127.0.0.1:${port}/slots`)).status, 401);
-    assert.equal((await fetch(`http://127.0.0.1:${port}/slots/0?action=erase`, { method: 'POST' })).status, 401);
-    assert.equal((await postJson(`http://127.0.0.1:${port}/v1/chat/completions`, chat('x', 'y'))).status, 401);
+    assert.ok(!args.includes('--port'), 'no TCP port');
+    const socket = args[args.indexOf('--host') + 1];
+    assert.match(socket, /\.sock$/);
+    const dir = fs.statSync(path.dirname(socket));
+    assert.equal(dir.mode & 0o777, 0o700, 'only warmslot\'s user enters the directory');
+    assert.equal(dir.uid, process.getuid());
+    assert.ok(fs.lstatSync(socket).isSocket());
+    // Whoever reaches the socket (warmslot's user): no key, no slot actions, no completions.
+    assert.equal((await unixRequest(socket, 'GET', '/slots')).status, 401);
+    assert.equal((await unixRequest(socket, 'POST', '/slots/0?action=erase')).status, 401);
+    assert.equal((await unixRequest(socket, 'POST', '/v1/chat/completions', chat('x', 'y'))).status, 401);
     // warmslot itself sends the key.
     const r = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi'));
     assert.equal(r.status, 200, JSON.stringify(r.body));
-
   } finally {
     const left = childPids(ws);
     await ws.stop();
@@ -354,27 +366,58 @@ test('warmslot is not dumpable: a process of its own user cannot read its keys i
   }
 });
 
-test('a process that took a stopped supervised backend\'s port gets no requests', { timeout: 300000 }, async () => {
+// Another local user's process that listens where the stopped backend listened (its TCP port,
+// or its socket's path), records every request's Authorization header and answers like a
+// llama-server that takes any key.
+const impostorScript = `
+const http = require('node:http');
+const fs = require('node:fs');
+const [where, log] = process.argv.slice(1);
+const note = (line) => fs.appendFileSync(log, line + '\\n');
+const srv = http.createServer((req, res) => {
+  note('request ' + req.method + ' ' + req.url + ' auth=' + (req.headers.authorization ?? '-'));
+  res.setHeader('content-type', 'application/json');
+  res.end(req.url.startsWith('/props') ? '{"total_slots":1,"default_generation_settings":{"n_ctx":4096},"model_path":"m.gguf","build_info":"b1"}' : '{}');
+});
+srv.on('error', (e) => { note('refused ' + e.code); process.exit(0); });
+if (/^\\d+$/.test(where)) srv.listen(Number(where), '127.0.0.1', () => note('listening'));
+else srv.listen(where, () => note('listening'));
+`;
+
+test('a local user who takes a stopped supervised backend\'s address never gets its key; each start has a new key',
+  { timeout: 300000, skip: process.getuid() !== 0 && 'needs root to run a process as another user' }, async () => {
   const command = [llamaServerBin(), '-m', modelPath('llama'), '-c', '8192', '-np', '2', '-t', '2'];
   const ws = await startWarmslot({
-    backends: [{ name: 'lazy', command, lines: ['start: on_demand', 'idle_stop: 1s', 'start_timeout: 5s'] }],
+    backends: [{ name: 'lazy', command, lines: ['start: on_demand', 'idle_stop: 1s', 'start_timeout: 20s'] }],
     extra: `${routingFast}cache:\n  dir: ${tempDir('state')}\n`,
   });
+  const dir = tempDir('impostor');
+  fs.chmodSync(dir, 0o777);
+  const log = path.join(dir, 'impostor.log');
   let impostor;
   try {
     const first = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'Hi'));
     assert.equal(first.status, 200, JSON.stringify(first.body));
     const [pid] = childPids(ws);
-    const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    const port = Number(args[args.indexOf('--port') + 1]);
+    const args = argsOf(pid);
+    const firstKey = childKey(pid);
+    assert.ok(firstKey);
+    const where = args.includes('--port') ? args[args.indexOf('--port') + 1] : args[args.indexOf('--host') + 1];
     await waitFor('the idle backend to stop', () => /stopped llama-server \(pid \d+, idle\)/.test(supervisedLog(ws)), 30000, 50);
-    // Someone else's llama-server on that port, without warmslot's key.
-    impostor = await startLlama({ slots: 1, ctx: 4096, port });
+    // nobody, reading warmslot's command line in /proc as every local user can, takes the address.
+    impostor = startProcess('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '-e', impostorScript, where, log],
+      { logFile: path.join(dir, 'impostor.out') });
+    await waitFor('the impostor to listen or be refused', () => fs.existsSync(log) && /listening|refused/.test(fs.readFileSync(log, 'utf8')), 10000);
     const r = await postJson(`${ws.url}/v1/chat/completions`, chat('You are terse.', 'A secret question?'));
-    assert.notEqual(r.status, 200, 'the request went to the impostor');
-    const metrics = await (await fetch(`${impostor.url}/metrics`)).text();
-    assert.equal(Number(metrics.match(/^llamacpp:prompt_tokens_total (\d+)/m)?.[1] ?? 0), 0, 'the impostor computed a prompt');
-    assert.match(supervisedLog(ws), /backend lazy: the process on http:\/\/127\.0\.0\.1:\d+ answers without the key/);
+    const seen = fs.readFileSync(log, 'utf8');
+    assert.doesNotMatch(seen, /auth=Bearer/, 'the impostor received warmslot\'s key');
+    assert.doesNotMatch(seen, /request/, 'the impostor received a request');
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const second = childPids(ws).at(-1);
+    assert.notEqual(second, pid);
+    const secondKey = childKey(second);
+    assert.ok(secondKey);
+    assert.notEqual(secondKey, firstKey, 'a new process gets a new key');
   } finally {
     if (impostor) await impostor.stop();
     const left = childPids(ws);
@@ -413,6 +456,85 @@ test('run.sh installs only what building and running need; the cluster\'s HAProx
     const check = spawnSync('haproxy', ['-c', '-f', file], { encoding: 'utf8' });
     assert.equal(check.status, 0, check.stdout + check.stderr);
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('tenant limits: a tenant over concurrent_requests gets 429 in its API\'s shape; another tenant is served', { timeout: 300000 }, async (t) => {
+  const s = await setup(`${keyLines}tenants:\n  limits:\n    concurrent_requests: 1\n`);
+  const held = new AbortController();
+  try {
+    const url = s.ws.url;
+    await waitFor('routing', async () => (await getJson(`${url}/health`, { headers: bearer(keys.admin) })).body.backends?.[0]?.routing, 30000);
+    // a's one request in flight: a stream that generates for a while; its first event is read,
+    // the rest waits.
+    const started = Date.now();
+    const stream = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST', signal: held.signal,
+      headers: { 'content-type': 'application/json', ...bearer(keys.a) },
+      body: JSON.stringify(chat('You are verbose.', 'Tell a long story.', { max_tokens: 2000, ignore_eos: true, stream: true })),
+    });
+    assert.equal(stream.status, 200);
+    const reader = stream.body.getReader();
+    await reader.read();
+    const second = await postJson(`${url}/v1/chat/completions`, chat('You are terse.', 'Hi'), bearer(keys.a));
+    assert.equal(second.status, 429, JSON.stringify(second.body));
+    assert.equal(second.body.error.type, 'rate_limit_error');
+    assert.match(second.body.error.message, /concurrent_requests: 1/);
+    assert.equal(second.headers.get('retry-after'), '1');
+    const messages = await postJson(`${url}/v1/messages`, { model: 'm', max_tokens: 4, messages: [{ role: 'user', content: 'Hi' }] }, bearer(keys.a));
+    assert.equal(messages.status, 429);
+    assert.equal(messages.body.type, 'error', 'the Anthropic shape on /v1/messages');
+    assert.equal(messages.body.error.type, 'rate_limit_error');
+    const other = await postJson(`${url}/v1/chat/completions`, chat('You are terse.', 'Hi'), bearer(keys.b));
+    assert.equal(other.status, 200, 'another tenant is not held back');
+    const checked = Date.now() - started;
+    // The refusals came while a's stream still ran: it goes on to its end.
+    let text = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString('utf8');
+    }
+    assert.match(text, /data: \[DONE\]/, 'the first stream ended normally');
+    t.diagnostic(`checks done ${checked} ms after the stream began, stream lasted ${Date.now() - started} ms`);
+    // Its place is free again.
+    const after = await postJson(`${url}/v1/chat/completions`, chat('You are terse.', 'Hi'), bearer(keys.a));
+    assert.equal(after.status, 200, JSON.stringify(after.body));
+  } finally {
+    held.abort();
+    await s.stop();
+  }
+});
+
+test('a request that restores into a slot holding another tenant\'s prefix pays for saving that prefix first', { timeout: 300000 }, async () => {
+  const llama = await startLlama({ slots: 1, ctx: 16384 });
+  let ws;
+  try {
+    // Stable messages are saved on their second use: a's single use leaves its slot unsaved.
+    ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+      extra: `${routingFast}cache:\n  min_prefix_tokens: 1024\n  snapshot_after_uses: 2\n${keyLines}` });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`, { headers: bearer(keys.admin) })).body.backends?.[0]?.routing, 30000);
+    const ask = async (key, doc) => {
+      const r = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, 'Hi'), bearer(key));
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return r.headers.get('x-warmslot-disk') ?? '';
+    };
+    const rows = () => execFileSync('sqlite3', ['-separator', '|', path.join(llama.saveDir, 'warmslot-index.sqlite'),
+      'SELECT tenant, tokens FROM snapshots ORDER BY rowid;'], { encoding: 'utf8' }).split('\n').filter(Boolean)
+      .map((l) => { const [tenant, tokens] = l.split('|'); return { tenant, tokens: Number(tokens) }; });
+    const docB = makeDocument(2801, 5000);
+    // b's document on disk (an admin's warm-up: the admin's tenant pays for it).
+    const warm = await postJson(`${ws.url}/admin/warm`, { model: 'm', system: docB }, bearer(keys.admin));
+    assert.equal(warm.status, 200, JSON.stringify(warm.body));
+    assert.equal(await ask(keys.a, makeDocument(2802, 5000)), '');  // a's, in the one slot only
+    assert.match(await ask(keys.b, docB), /^restored \d+ tokens/);  // a's prefix saved first
+    const charged = rows().filter((r) => r.tenant !== '');
+    assert.equal(charged.length, 1, JSON.stringify(rows()));
+    assert.ok(charged[0].tokens > 1000);
+    assert.equal(charged[0].tenant, 'b', 'the save of a\'s prefix is charged to b, who asked for the restore');
+  } finally {
+    await ws?.stop();
+    await llama.stop();
   }
 });
 

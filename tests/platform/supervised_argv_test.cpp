@@ -10,11 +10,13 @@ namespace {
 
 using argv = std::vector<std::string>;
 
-warmslot::config::backend make(argv command, std::string slots = "/var/lib/warmslot/slots/b") {
+warmslot::config::backend make(argv command, std::string slots = "/var/lib/warmslot/slots/b",
+                               std::string host = "127.0.0.1") {
     warmslot::config::backend b;
     b.name = "b";
     b.command = std::move(command);
-    b.port = 41234;
+    b.host = std::move(host);
+    b.port = b.host.starts_with('/') ? 0 : 41234;
     b.slot_save_path = std::move(slots);
     return b;
 }
@@ -47,6 +49,9 @@ TEST_CASE("supervised argv: the user's command first, then what warmslot needs")
         {"-npx is not -np",
          make({"llama-server", "-npx"}, ""),
          {"llama-server", "-npx", "--host", "127.0.0.1", "--port", "41234", "--metrics", "-np", "4"}},
+        {"a UNIX socket: its path as the host, no port",
+         make({"llama-server"}, "", "/tmp/warmslot-a1b2c3/0.sock"),
+         {"llama-server", "--host", "/tmp/warmslot-a1b2c3/0.sock", "--metrics", "-np", "4"}},
     };
     for (const auto& r : rows) {
         CAPTURE(r.what);
@@ -92,7 +97,7 @@ TEST_CASE("supervised env: the allow-list passes, secrets stay, env wins") {
         "CUDA_VISIBLE_DEVICES=1",
         "HF_TOKEN=hf",
     };
-    CHECK(warmslot::app::supervised_env(b, parent, false) == expected);
+    CHECK(warmslot::app::supervised_env(b, parent, false, "") == expected);
 }
 
 TEST_CASE("supervised env: Windows names ignore case") {
@@ -106,7 +111,7 @@ TEST_CASE("supervised env: Windows names ignore case") {
     CHECK_FALSE(passes_to_backend("USERDOMAIN", true));
     auto b = make({"llama-server.exe"});
     b.env = {{"path", "C:\\llama"}};
-    CHECK(warmslot::app::supervised_env(b, {"Path=C:\\Windows", "SystemRoot=C:\\Windows"}, true) ==
+    CHECK(warmslot::app::supervised_env(b, {"Path=C:\\Windows", "SystemRoot=C:\\Windows"}, true, "") ==
           std::vector<std::string>{"SystemRoot=C:\\Windows", "path=C:\\llama"});
 }
 
@@ -114,14 +119,15 @@ TEST_CASE("supervised env: the key warmslot gave the process is its only LLAMA_A
     warmslot::config::backend b;
     b.command = {"llama-server"};
     b.env = {{"LLAMA_API_KEY", "from-config"}, {"GGML_X", "1"}};
-    b.child_key = "warmslot-0123abcd";
-    CHECK(warmslot::app::supervised_env(b, {"LLAMA_API_KEY=from-parent", "PATH=/bin"}, false) ==
+    CHECK(warmslot::app::supervised_env(b, {"LLAMA_API_KEY=from-parent", "PATH=/bin"}, false,
+                                        "warmslot-0123abcd") ==
           std::vector<std::string>{"PATH=/bin", "GGML_X=1", "LLAMA_API_KEY=warmslot-0123abcd"});
-    b.child_key.clear();  // a url backend, or none given: the variables pass as before
-    CHECK(warmslot::app::supervised_env(b, {"LLAMA_API_KEY=from-parent"}, false) ==
+    // A url backend, or none given: the variables pass as before.
+    CHECK(warmslot::app::supervised_env(b, {"LLAMA_API_KEY=from-parent"}, false, "") ==
           std::vector<std::string>{"LLAMA_API_KEY=from-config", "GGML_X=1"});
     // Never on the command line, which every local user can read.
-    b.child_key = "warmslot-0123abcd";
+    b.child_key = std::make_shared<warmslot::config::child_secret>();
+    b.child_key->set("warmslot-0123abcd");
     b.port = 8081;
     for (const auto& a : warmslot::app::supervised_argv(b))
         CHECK(a.find("warmslot-0123") == std::string::npos);

@@ -40,6 +40,7 @@ const std::vector<expected_row> expected_table = {
     {error_kind::forbidden, "forbidden", 403, "permission_error"},
     {error_kind::unsupported_media_type, "unsupported_media_type", 415, "invalid_request_error"},
     {error_kind::misdirected, "misdirected", 421, "invalid_request_error"},
+    {error_kind::rate_limited, "rate_limited", 429, "rate_limit_error"},
 };
 
 // Parses `body` and checks it is exactly {"error":{"code","message","type"}} for `row`.

@@ -125,6 +125,26 @@ TEST_CASE("shared tier: publish copies a file and its manifest; a fetch copies i
     CHECK(files_in(d.shared) == std::vector<std::string>{"ws-00aa.bin", "ws-00aa.json"});
 }
 
+TEST_CASE("shared tier: a manifest names its tenant; a lookup for a tenant finds only its entries") {
+    dirs d;
+    const auto bytes = state_file(10, 100);
+    write(d.local / "ws-00aa.bin", bytes);
+    auto e = entry("00aa", bytes.size());
+    e.tenant = "team-a";
+    REQUIRE(publish_shared(d.shared, e, d.local / "ws-00aa.bin", 1 << 20, later(), "h1-1") ==
+            publish_result::published);
+    const std::string a = "team-a", b = "team-b", none;
+    REQUIRE(find_shared(d.shared, "00aa", e.identity, &a));
+    CHECK(find_shared(d.shared, "00aa", e.identity, &a)->tenant == "team-a");
+    CHECK_FALSE(find_shared(d.shared, "00aa", e.identity, &b));
+    CHECK_FALSE(find_shared(d.shared, "00aa", e.identity, &none));
+    CHECK(find_shared(d.shared, "00aa", e.identity));  // no tenant asked: any tenant's
+    // A manifest written before tenants is the default tenant's.
+    const auto old = parse_manifest(R"({"key":"ab","identity":"x","tokens":1,"bytes":2})");
+    REQUIRE(old);
+    CHECK(old->tenant.empty());
+}
+
 TEST_CASE("shared tier: what is not published, and what is not found") {
     dirs d;
     const auto bytes = state_file(10, 100);

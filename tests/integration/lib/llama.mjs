@@ -1,6 +1,7 @@
 // The llama-server fixture: the pinned binary, generated models, and servers on loopback.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { freePort, runScript, startProcess, tempDir, waitFor } from './procs.mjs';
 
@@ -15,12 +16,32 @@ export function modelPath(arch, preset = 'tiny') {
   return runScript('tests/models/models.sh', [arch, preset]);
 }
 
+// `url` may also be `unix:<socket path ending in .sock><target>`: a llama-server that warmslot
+// started listens on such a socket (fetch cannot reach one).
 export async function getJson(url, init) {
-  const res = await fetch(url, init);
-  const text = await res.text();
+  const { status, headers, text } = url.startsWith('unix:') ? await unixFetch(url, init) : await (async () => {
+    const res = await fetch(url, init);
+    return { status: res.status, headers: res.headers, text: await res.text() };
+  })();
   let body;
   try { body = JSON.parse(text); } catch { body = text; }
-  return { status: res.status, headers: res.headers, body };
+  return { status, headers, body };
+}
+
+function unixFetch(url, { method = 'GET', headers = {}, body } = {}) {
+  const [, socketPath, target] = url.match(/^unix:(.*?\.sock)(\/.*)?$/);
+  return new Promise((resolve, reject) => {
+    const sized = body === undefined ? headers : { ...headers, 'content-length': Buffer.byteLength(body) };
+    const req = http.request({ socketPath, method, path: target ?? '/', headers: sized }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: new Headers(Object.entries(res.headers).map(([k, v]) => [k, String(v)])), text }));
+    });
+    req.on('error', reject);
+    req.setTimeout(30000, () => req.destroy(new Error(`no answer from ${url} within 30 s`)));
+    req.end(body);
+  });
 }
 
 export function postJson(url, body, headers = {}) {
