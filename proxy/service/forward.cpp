@@ -480,7 +480,6 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         // there: one sent without id_slot meanwhile could be placed on it, and this one would then
         // name a busy slot (llama-server was seen to spin on that without end). So the slot is
         // marked from now until llama-server has started this request, or this try is over.
-        const bool pin = slot && takes_id_slot(shape);
         if (planned && pin) r.preparing(true);
         std::optional<cache::token_chain> chain;
         if (tiered) chain = co_await disk_->request_tokens(pool, static_cast<int>(i), *fp, *view.chat());
