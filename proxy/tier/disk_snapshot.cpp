@@ -95,6 +95,23 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     }
     auto* idx = p.index;
     if (p.ids.empty()) co_return a;
+    // A file of the key indexed meanwhile (another request saved it between this request's
+    // lookup and the lease) is never saved over: llama-server writes a file in place, so a save
+    // would rewrite the inode a replica's directory may share by a hard link (under that
+    // index's row), and a save that failed halfway would leave both truncated.
+    const auto file = cache::file_name_for(p.key);
+    const bool present = co_await on_index(index_ex_, [idx, key = p.key, file] {
+        if (idx->find(key)) return true;
+        // A name without a row (a leftover, a link planted in the directory) goes first, so the
+        // save makes a new file rather than writing through it.
+        std::error_code ec;
+        std::filesystem::remove(idx->slot_dir() / file, ec);
+        return false;
+    });
+    if (present) {
+        log()->debug("no snapshot of {}: its file was saved meanwhile", p.key);
+        co_return a;
+    }
     const auto* tokens = &p.ids;
     // KV a request with its own adapters left would be reused as the base model's: erased.
     if (reg_.take_adapter(t.p.backend, *t.p.slot)) {

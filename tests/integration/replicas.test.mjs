@@ -192,3 +192,25 @@ test('llama: cache.replica_files false: each directory restores only its own fil
       'b saved its own file under the same name');
   });
 });
+
+// llama-server writes a slot file in place (fopen "wb"): a name in the directory that is a hard
+// link to another file (a replica's, or one a local user planted) would be written through. A
+// name without a row is unlinked before the save, so the other file keeps its bytes.
+test('llama: a save never writes through a link left under its file\'s name', { timeout: 300000 }, async () => {
+  await withDocumentOnA('llama', '  replica_files: false\n', async ({ ws, a, b, doc }) => {
+    const [file] = snapshotFiles(a.saveDir);
+    const outside = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'warmslot-outside-')), 'other.bin');
+    fs.writeFileSync(outside, 'not a slot file, and it stays so\n');
+    fs.linkSync(outside, path.join(b.saveDir, file));
+    try {
+      await computedOnB(ws, a, b, doc);
+      assert.equal(fs.readFileSync(outside, 'utf8'), 'not a slot file, and it stays so\n');
+      const saved = fs.statSync(path.join(b.saveDir, file));
+      assert.notEqual(saved.ino, fs.statSync(outside).ino, 'the save made a file of its own');
+      assert.deepEqual(indexRows(b.saveDir).map((r) => r.split(' ')[1]), [file]);
+      assert.equal(Number(indexRows(b.saveDir)[0].split(' ')[2]), saved.size);
+    } finally {
+      fs.rmSync(path.dirname(outside), { recursive: true, force: true });
+    }
+  });
+});
