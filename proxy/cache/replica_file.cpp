@@ -94,7 +94,18 @@ bring_result bring_slot_file(const bring_request& r) {
         fs::remove(tmp, ec);
         return bring_result::missing;
     }
-    fs::rename(tmp, r.target, ec);
+    // Never past the deadline (the caller may have given up on the bring and so no longer
+    // hold the key's lease), and without `replace` never over a file of that name: a save of
+    // the same key may have written and indexed it since.
+    if (std::chrono::steady_clock::now() >= r.deadline) {
+        fs::remove(tmp, ec);
+        return bring_result::too_slow;
+    }
+    if (r.replace) {
+        fs::rename(tmp, r.target, ec);
+    } else if (!rename_new(tmp, r.target)) {
+        ec = std::make_error_code(std::errc::file_exists);
+    }
     if (ec) {
         fs::remove(tmp, ec);
         return bring_result::failed;

@@ -53,6 +53,9 @@ struct bring_request {
     std::filesystem::path target;  // the file to make, in the receiving directory
     std::chrono::steady_clock::time_point deadline;
     bool allow_link = true;  // false: always copy
+    // false: never over an existing file of the target's name (a caller that may give up
+    // before the bring ends, and so lose its claim on the name meanwhile).
+    bool replace = true;
     // Part of the temporary's name: unique per writer when several processes (on several
     // hosts) may write into the target directory at once (a shared directory).
     std::string tag;

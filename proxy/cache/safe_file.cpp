@@ -231,4 +231,16 @@ bool copy_regular(const fs::path& from, const fs::path& to, std::uint64_t bytes,
 
 #endif
 
+bool rename_new(const fs::path& from, const fs::path& to) {
+#ifdef __linux__
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0)
+        return true;
+    if (errno != EINVAL && errno != ENOSYS) return false;  // EEXIST above all
+#endif
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(to, ec)) || ec) return false;
+    fs::rename(from, to, ec);
+    return !ec;
+}
+
 }  // namespace warmslot::cache

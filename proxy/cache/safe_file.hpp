@@ -43,4 +43,9 @@ bool write_new(const std::filesystem::path& file, std::string_view text);
 bool copy_regular(const std::filesystem::path& from, const std::filesystem::path& to,
                   std::uint64_t bytes, std::chrono::steady_clock::time_point deadline, bool& late);
 
+// Renames `from` to `to` only when no file of that name exists (Linux: renameat2 with
+// RENAME_NOREPLACE; where the file system or platform lacks it, a check and a rename, which
+// leave a short window). False, with `from` left in place, when `to` exists or anything fails.
+bool rename_new(const std::filesystem::path& from, const std::filesystem::path& to);
+
 }  // namespace warmslot::cache

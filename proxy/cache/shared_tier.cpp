@@ -182,6 +182,7 @@ bring_result fetch_shared(const fs::path& root, const shared_entry& e, const fs:
     r.target = target;
     r.deadline = deadline;
     r.allow_link = false;
+    r.replace = false;  // the caller stops waiting at the deadline, and its lease ends then
     r.tag = tag;
     const auto result = bring_slot_file(r);
     if (result == bring_result::copied) {

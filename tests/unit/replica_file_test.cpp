@@ -163,3 +163,23 @@ TEST_CASE("bring_slot_file: the same directory under another spelling is the fil
     CHECK(names_in(d.a) == std::vector<std::string>{file_name_for("ab")});
     CHECK(read(d.a / file_name_for("ab")) == content);
 }
+
+TEST_CASE("bring_slot_file: without replace, a file of the target's name is never overwritten") {
+    const dirs d;
+    const auto content = state_file(50, 4096);
+    write(d.a / file_name_for("ab"), content);
+    const auto saved_since = state_file(60, 4096);  // what a save of the key wrote meanwhile
+    write(d.b / file_name_for("ab"), saved_since);
+    for (const bool link : {true, false}) {
+        auto r = d.request(content.size(), link);
+        r.replace = false;
+        CHECK(bring_slot_file(r) == bring_result::failed);
+        CHECK(read(d.b / file_name_for("ab")) == saved_since);
+        CHECK(names_in(d.b) == std::vector<std::string>{file_name_for("ab")});  // no temporary
+    }
+    fs::remove(d.b / file_name_for("ab"));
+    auto r = d.request(content.size(), false);
+    r.replace = false;
+    CHECK(bring_slot_file(r) == bring_result::copied);
+    CHECK(read(d.b / file_name_for("ab")) == content);
+}
