@@ -383,7 +383,7 @@ std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
     if (!s || b.reserved_by[i] != 0 || b.outside_busy[i] || s->busy || slots_unknown(b)) {
         return std::nullopt;
     }
-    if (!must_hold.empty() && common_levels(s->held, must_hold) < must_hold.size()) {
+    if (must_hold.empty() || common_levels(s->held, must_hold) < must_hold.size()) {
         return std::nullopt;
     }
     ticket t;

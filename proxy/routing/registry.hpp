@@ -166,8 +166,7 @@ public:
 
     // Reserves one given slot for warmslot's own work on it (saving it to disk), only when it is
     // idle (no ticket, not seen processing) and still holds `must_hold` as a prefix of what it
-    // holds (empty: whatever it holds, to erase it). std::nullopt: busy, or it holds something
-    // else now. Never plans, never waits.
+    // holds. std::nullopt: busy, or it holds something else now. Never plans, never waits.
     std::optional<ticket> reserve_idle_slot(int backend, int slot,
                                             const std::vector<prefix_level>& must_hold);
     // Ends a ticket keeping what its slot is believed to hold (cancel forgets it): a
