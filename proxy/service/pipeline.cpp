@@ -101,7 +101,7 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
                                ? api::stream_keepalive(ep.shape, body, out.cfg->timeouts.stream_keepalive)
                                : std::nullopt;
         if (every) {
-            keeper.emplace(ex, *every, out.cfg->limits.stalled_reader, ep.dialect);
+            keeper.emplace(ex, *every, out.cfg->timeouts.stream_idle, ep.dialect);
             out.keeper = &*keeper;
         }
         co_await forward(ex, out, json_body ? &body : nullptr);
@@ -224,7 +224,7 @@ awaitable<void> pipeline::fail_in_stream(http_server::exchange& ex, outcome& out
                                          std::string event) {
     std::string bytes = fmt::format("{:x}\r\n{}\r\n", event.size(), event);
     bytes += http_server::serialized_last_chunk(http::fields{});
-    ex.client->expires_after(out.cfg->limits.stalled_reader);
+    ex.client->expires_after(out.cfg->timeouts.stream_idle);
     auto [ec, n] = co_await net::async_write(*ex.client, net::buffer(bytes), nothrow);
     out.bytes_out += event.size();
     out.keeper->ended();
