@@ -374,16 +374,18 @@ void registry::set_held(const ticket& t, std::vector<prefix_level> levels, std::
 }
 
 std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
-                                                  const std::vector<prefix_level>& must_hold) {
+                                                  const std::vector<prefix_level>& must_hold,
+                                                  bool seen_idle) {
     std::lock_guard lock(mu_);
     if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return std::nullopt;
     auto& b = backends_[static_cast<std::size_t>(backend)];
     auto* s = slot_of(b, slot);
     const auto i = static_cast<std::size_t>(slot);
-    if (!s || b.reserved_by[i] != 0 || b.outside_busy[i] || s->busy || slots_unknown(b)) {
+    if (!s || b.reserved_by[i] != 0 || b.outside_busy[i] || (!seen_idle && s->busy) ||
+        (!seen_idle && slots_unknown(b))) {
         return std::nullopt;
     }
-    if (must_hold.empty() || common_levels(s->held, must_hold) < must_hold.size()) {
+    if (!must_hold.empty() && common_levels(s->held, must_hold) < must_hold.size()) {
         return std::nullopt;
     }
     ticket t;

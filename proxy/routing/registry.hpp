@@ -164,11 +164,14 @@ public:
     // while an unpinned or floating request runs there. Give them back with release().
     std::vector<ticket> reserve_idle(int backend, std::size_t count);
 
-    // Reserves one given slot for warmslot's own work on it (saving it to disk), only when it is
-    // idle (no ticket, not seen processing) and still holds `must_hold` as a prefix of what it
-    // holds. std::nullopt: busy, or it holds something else now. Never plans, never waits.
+    // Reserves one given slot for warmslot's own work on it (saving it to disk, erasing it), only
+    // when it is idle (no ticket, not seen processing) and still holds `must_hold` as a prefix of
+    // what it holds (empty: whatever it holds). std::nullopt: busy, or it holds something else
+    // now. Never plans, never waits. `seen_idle`: the caller has just seen the slot idle on the
+    // server, so requests llama-server places itself (floating, unpinned) are no reason to refuse.
     std::optional<ticket> reserve_idle_slot(int backend, int slot,
-                                            const std::vector<prefix_level>& must_hold);
+                                            const std::vector<prefix_level>& must_hold,
+                                            bool seen_idle = false);
     // Ends a ticket keeping what its slot is believed to hold (cancel forgets it): a
     // reservation of reserve_idle_slot, or a request's whose bytes never reached the slot.
     // Callers own tickets through routing::reservation (routing/reservation.hpp), which ends

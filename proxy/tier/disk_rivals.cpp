@@ -9,6 +9,7 @@
 
 #include "routing/observations.hpp"
 #include "routing/planner.hpp"
+#include "routing/reservation.hpp"
 #include "tier/disk_prefix.hpp"
 #include "upstream/llama_client.hpp"
 
@@ -39,9 +40,23 @@ awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::tic
         const auto s = std::find_if(seen->begin(), seen->end(),
                                     [id](const routing::observed_slot& o) { return o.id == id; });
         if (s == seen->end() || s->processing) continue;
+        // Reserved while it is erased: no request of warmslot's is planned there meanwhile (its
+        // prefix would be erased under it), none sent without id_slot is placed there
+        // (preparing), and once erased the registry knows the slot holds nothing. The request
+        // this is done for floats, so the reservation goes by what the server just showed.
+        const auto& slots = views[backend].slots;
+        const auto v = std::find_if(slots.begin(), slots.end(),
+                                    [id](const routing::slot_view& o) { return o.id == id; });
+        if (v == slots.end()) continue;
+        auto idle = reg_.reserve_idle_slot(t.p.backend, id, v->held, true);
+        if (!idle) continue;  // a request of warmslot's took it since: not ours to erase
+        routing::reservation hold(reg_, std::move(*idle));
+        hold.preparing(true);
         const auto e = co_await upstream::call(pool, b, http::verb::post,
                                                fmt::format("/slots/{}?action=erase", id), "{}",
                                                cfg->cache.slot_call_timeout);
+        if (!e.ec && e.status == 200) reg_.set_held(*hold, {}, 0);
+        hold.release();
         log()->info(
             "{} slot {} erased: it shared as much of a floating request's prompt as slot {}, "
             "where the prefix was prepared ({})",

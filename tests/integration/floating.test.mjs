@@ -10,8 +10,9 @@
 // prompt than a slot holding exactly the document, so llama-server prefers it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { getJson, postJson, questionTokens, startLlama } from './lib/llama.mjs';
-import { waitFor } from './lib/procs.mjs';
+import { getJson, postJson, promptStats, questionTokens, startLlama } from './lib/llama.mjs';
+import { startRelay } from './lib/relay.mjs';
+import { sleep, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { makeDocument } from './lib/text.mjs';
 
@@ -76,6 +77,62 @@ test('qwen35 -np 2 without checkpoints: Messages requests run on the slot warmsl
     }
   } finally {
     await ws.stop();
+    await llama.stop();
+  }
+});
+
+// A slot that would take a floating request from the slot prepared for it is erased first. It is
+// reserved and marked meanwhile: a request warmslot plans in that moment does not go there (and
+// then lose its prefix to the erase), and one llama-server places itself (here `n: 2`, never
+// pinned) is not sent until the erase is done, since llama-server could put it on the slot being
+// erased or on the one prepared for the floating request. A relay holds the erase to make that
+// moment long.
+test('llama -np 2: requests sent while a rival slot is erased wait for it, and keep their prefix', { timeout: 300000 }, async (t) => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
+  const relay = await startRelay(() => llama.url);
+  let ws;
+  try {
+    ws = await startWarmslot({ backends: [{ name: 'b', url: relay.url, slotSaveDir: llama.saveDir }], extra: settings });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    const doc = makeDocument(2702, 6000);
+    const messages = (question, n) => postJson(`${ws.url}/v1/messages`, { model: 'tiny', max_tokens: n,
+      temperature: 0, system: [{ type: 'text', text: doc }], messages: [{ role: 'user', content: question }] });
+    const chatBody = (question) => ({ messages: [{ role: 'system', content: doc }, { role: 'user', content: question }],
+      max_tokens: 4, temperature: 0 });
+    // Both slots hold the document and a question of their own.
+    const both = await Promise.all([messages('Question one: what is on the first line?', 40),
+      messages('Question two: which word comes last?', 41)]);
+    for (const r of both) assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
+    // The next floating question finds a rival: the erase is held on its way to llama-server.
+    relay.holdOnly = /[?&]action=erase/;
+    const floating = messages('Question three: how many lines are there?', 42);
+    await waitFor('a rival erased', () => relay.heldPaths.some((p) => /action=erase/.test(p)), 60000);
+    const erased = Number(relay.heldPaths.find((p) => /action=erase/.test(p)).match(/\/slots\/(\d+)/)[1]);
+    const arrived = relay.arrivals.length;
+    const q4 = 'Question four: name a river.';
+    const chat = postJson(`${ws.url}/v1/chat/completions`, chatBody(q4));
+    const placed = postJson(`${ws.url}/v1/chat/completions`, { ...chatBody('Question five: two answers?'), n: 2 });
+    await Promise.race([Promise.all([chat, placed]), sleep(4000)]);
+    const duringErase = relay.arrivals.slice(arrived).filter((p) => !/^GET /.test(p));
+    await relay.release();
+    const [f, c, p] = await Promise.all([floating, chat, placed]);
+    for (const r of [f, c, p]) assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
+    assert.deepEqual(duringErase, [], `sent to llama-server while slot ${erased} was being erased: ${JSON.stringify(duringErase)}`);
+    const route = c.headers.get('x-warmslot-route');
+    assert.ok(c.headers.get('x-warmslot-slot') !== null, `the chat question was pinned (${route})`);
+    const ranOnSlot = Number(c.headers.get('x-warmslot-slot'));
+    // Ask llama-server itself whether the slot the chat question ran on still holds its prompt
+    // (the request with n: 2 may have run on either slot since: it is asked for first).
+    const again = await postJson(`${llama.url}/v1/chat/completions`, { ...chatBody(q4), id_slot: ranOnSlot });
+    assert.equal(again.status, 200, JSON.stringify(again.body).slice(0, 300));
+    const s = promptStats(again.body);
+    t.diagnostic(`slot ${erased} erased; the chat question: ${route}, slot ${ranOnSlot}; asked again there: ` +
+      `${s.processed} of ${s.total} tokens computed`);
+    assert.ok(s.cached >= s.total - 1000, `the chat question's slot ${ranOnSlot} (${route}) lost the document: ` +
+      `asked again there it computed ${s.processed} of ${s.total} tokens`);
+  } finally {
+    if (ws) await ws.stop();
+    await relay.stop();
     await llama.stop();
   }
 });

@@ -147,10 +147,32 @@ TEST_CASE("reserve_idle_slot: only an idle slot still holding the prefix; releas
     CHECK_FALSE(reg.reserve_idle_slot(0, slot, stable));  // ours now
     reg.release(*mine);
     CHECK(reg.snapshot()[0].slots[static_cast<std::size_t>(slot)].held == fp->levels);
-    CHECK(reg.reserve_idle_slot(0, slot, stable));
+    auto again = reg.reserve_idle_slot(0, slot, stable);
+    REQUIRE(again);
+    reg.release(*again);
 
     const std::vector<routing::prefix_level> other = {{12345, 10}};
     CHECK_FALSE(reg.reserve_idle_slot(0, 1 - slot, stable));  // holds nothing
     CHECK_FALSE(reg.reserve_idle_slot(0, slot, other));
     CHECK_FALSE(reg.reserve_idle_slot(0, 7, stable));
+
+    // Empty must_hold: whatever the slot holds (a rival to erase).
+    auto any = reg.reserve_idle_slot(0, 1 - slot, {});
+    REQUIRE(any);
+    reg.release(*any);
+    // A request llama-server places itself may be anywhere: refused, unless the caller has just
+    // seen the slot idle on the server.
+    auto floating = reg.reserve(&*fp, "", fp->total_bytes, routing::clock::now());
+    REQUIRE(floating.p.slot);
+    reg.mark_floating(floating);
+    const int other_slot = 1 - *floating.p.slot;
+    CHECK_FALSE(reg.reserve_idle_slot(0, other_slot, {}));
+    auto seen = reg.reserve_idle_slot(0, other_slot, {}, true);
+    REQUIRE(seen);
+    CHECK_FALSE(reg.reserve_idle_slot(0, *floating.p.slot, {}, true));  // the request's own
+    // Erased: the registry then knows the slot holds nothing.
+    reg.set_held(*seen, {}, 0);
+    reg.release(*seen);
+    CHECK(reg.snapshot()[0].slots[static_cast<std::size_t>(other_slot)].held.empty());
+    reg.release(floating);
 }

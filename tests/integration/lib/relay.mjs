@@ -25,7 +25,7 @@ export function startRelay(target, { hold = false } = {}) {
   const late = [];  // delayed saves, sent to llama-server at release()
   const relay = { hold, held: 0, heldPaths: [], holdRestores: false, restoresHeld: 0,
     holdSaveAnswers: false, saveAnswersHeld: 0, delaySaves: false, delayedSaves: 0, failPaths: null, failed: 0,
-    closeConnections: false, holdFrom: null, holdOnly: null };
+    closeConnections: false, holdFrom: null, holdOnly: null, arrivals: [] };
   // An end on one side ends the other, as a direct connection would: a backend that dies in
   // the middle of an answer cuts the answer, and a caller that leaves cancels the backend's work.
   const forward = (req, res) => {
@@ -40,6 +40,7 @@ export function startRelay(target, { hold = false } = {}) {
     req.pipe(up);
   };
   const server = http.createServer((req, res) => {
+    relay.arrivals.push(`${req.method} ${req.url}`);  // every request, in the order it came
     if (relay.holdFrom?.test(req.url)) {
       relay.holdFrom = null;
       relay.hold = true;
