@@ -392,6 +392,7 @@ void index::put(const snapshot& s) {
     st.bind_int(7, s.last_used).bind_uint(8, s.hits).bind_real(9, s.save_ms);
     st.bind_real(10, s.restore_ms).bind_real(11, s.prefill_seconds).bind_text(12, s.tenant);
     st.run();
+    changes_.fetch_add(1, std::memory_order_release);
 }
 
 void index::drop(const std::string& key) {
@@ -404,6 +405,7 @@ void index::drop_locked(const std::string& key) {
     const std::string file = file_name_for(key);
     statement st(db_, db_path_, "drop", "DELETE FROM snapshots WHERE key = ?1");
     st.bind_text(1, key).run();
+    changes_.fetch_add(1, std::memory_order_release);
     remove_file(slot_dir_ / file);
 }
 
@@ -413,6 +415,7 @@ void index::touch(const std::string& key, std::int64_t now, double restore_ms) {
                  "UPDATE snapshots SET hits = hits + 1, last_used = ?1, restore_ms = ?2"
                  " WHERE key = ?3");
     st.bind_int(1, now).bind_real(2, restore_ms).bind_text(3, key).run();
+    changes_.fetch_add(1, std::memory_order_release);
 }
 
 std::uint64_t index::total_bytes() const {

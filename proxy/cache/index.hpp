@@ -8,6 +8,7 @@
 // without rows.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -99,6 +100,9 @@ class index {
     std::size_t sweep_unindexed(const std::vector<std::string>& held);
 
     std::vector<snapshot> all() const;
+    // Rises with every change to the rows (put, drop, touch, evictions): a listing read at one
+    // value is still what all() would return while the value is unchanged. Never locks.
+    std::uint64_t changes() const noexcept { return changes_.load(std::memory_order_acquire); }
 
     // Split points kept with the files, so that a restart does not forget where prompts part
     // ways: inserts or replaces `r`, then keeps that identity's `keep` most recently passed.
@@ -120,6 +124,7 @@ class index {
     void exec(const char* sql) const;
 
     mutable std::mutex mu_;
+    std::atomic<std::uint64_t> changes_{0};
     sqlite3* db_ = nullptr;
     std::filesystem::path db_path_;
     std::filesystem::path slot_dir_;

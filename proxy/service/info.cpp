@@ -134,6 +134,10 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
             "Prompt tokens the backends computed to prime slots with a stable prefix before "
             "saving it (part of warmslot_prompt_tokens_processed_total).",
             static_cast<double>(primed));
+    counter(text, "warmslot_disk_listings_total",
+            "Reads of the disk tier's indexes for status and the dashboard (none while no index "
+            "changed).",
+            static_cast<double>(disk_ ? disk_->listing_reads() : 0));
     counter(text, "warmslot_prompt_tokens_reused_total",
             "Prompt tokens the backends reused from their slots.",
             static_cast<double>(c.prompt_tokens_reused));

@@ -1,5 +1,6 @@
-// The disk tier's files for the dashboard: read from every open index on the index thread
-// (SQLite blocks), never on an I/O worker.
+// The disk tier's files for the dashboard and status: read from every open index on the index
+// thread (SQLite blocks), never on an I/O worker, and only when an index changed since the last
+// read: polls of an unchanged tier cost no index work, and one read at a time runs.
 #include "tier/disk_prefix.hpp"
 
 namespace warmslot::tier {
@@ -11,9 +12,28 @@ awaitable<std::vector<disk_listing>> disk_tier::listing() {
         std::lock_guard lock(mu_);
         for (const auto& [dir, idx] : indexes_) open.emplace_back(dir, idx.get());
     }
+    // Read before the walk: a change during it makes the next call walk again.
+    std::vector<std::uint64_t> at;
+    at.reserve(open.size());
+    for (const auto& o : open) at.push_back(o.second->changes());
+    {
+        std::lock_guard lock(listing_mu_);
+        // Unchanged, or another caller is reading now: the last listing (a read under way is at
+        // most what changed since it began).
+        if (listed_ && (at == listed_at_ || listing_now_)) co_return *listed_;
+        listing_now_ = true;
+    }
+    struct reading {
+        disk_tier* self;
+        ~reading() {
+            std::lock_guard lock(self->listing_mu_);
+            self->listing_now_ = false;
+        }
+    } const guard{this};
+    listing_reads_.fetch_add(1, std::memory_order_relaxed);
     // Indexes are never closed while warmslot runs (indexes_ only grows): the pointers stay valid.
-    co_return co_await on_index(index_ex_, [open = std::move(open)] {
-        std::vector<disk_listing> out;
+    auto out = co_await on_index(index_ex_, [open = std::move(open)] {
+        std::vector<disk_listing> listed;
         for (const auto& [dir, idx] : open) {
             disk_listing l{dir, {}};
             try {
@@ -21,10 +41,16 @@ awaitable<std::vector<disk_listing>> disk_tier::listing() {
             } catch (const std::exception& e) {
                 log()->warn("disk tier: listing {}: {}", dir, e.what());
             }
-            out.push_back(std::move(l));
+            listed.push_back(std::move(l));
         }
-        return out;
+        return listed;
     });
+    {
+        std::lock_guard lock(listing_mu_);
+        listed_ = std::make_shared<const std::vector<disk_listing>>(out);
+        listed_at_ = std::move(at);
+    }
+    co_return out;
 }
 
 }  // namespace warmslot::tier

@@ -196,8 +196,12 @@ public:
                                                           std::string model, std::string tenant,
                                                           warm_watch* watch = nullptr);
 
-    // Every open index's files, read on the index thread (tier/disk_listing.cpp).
+    // Every open index's files (tier/disk_listing.cpp): read on the index thread only when an
+    // index changed since the last read, and by one caller at a time; the others get the last
+    // listing. So status polls never queue up in front of requests' index work.
     awaitable<std::vector<disk_listing>> listing();
+    // How often listing() has read the indexes since start.
+    std::uint64_t listing_reads() const { return listing_reads_.load(std::memory_order_relaxed); }
 
     // Called after each restore that loaded a file, with the backend and the restore's wall
     // seconds (the swap groups time the first restore after a swap in). Set before serving.
@@ -317,6 +321,13 @@ private:
     std::map<int, cache::rollback_memory> rollbacks_;  // per backend: what rollbacks recomputed
     std::map<int, cache::restore_rate> restore_rates_;  // per backend: measured restores
     std::atomic<std::uint64_t> primed_total_{0};
+    // listing(): the last listing read, the indexes' change counts it was read at, and whether a
+    // read is under way.
+    std::mutex listing_mu_;
+    std::shared_ptr<const std::vector<disk_listing>> listed_;
+    std::vector<std::uint64_t> listed_at_;
+    bool listing_now_ = false;
+    std::atomic<std::uint64_t> listing_reads_{0};
     std::array<std::atomic<std::uint64_t>, cache::bring_results> replica_results_{};
     restore_fn on_restore_;
     std::shared_ptr<disk_detail::shared_state> shared_;

@@ -197,3 +197,44 @@ test('dashboard.previews false keeps no prompt text; dashboard.enabled false ser
       await llama.stop();
     }
   });
+
+// Status is polled by dashboards and scripts; its disk panel comes from the indexes, whose reads
+// share one thread with the requests' own index work. Polls of an unchanged tier read nothing,
+// many at once cause at most one read, and a change is seen at the next poll.
+test('status reads the disk indexes once for many polls, and again after a change', { timeout: 180000 }, async () => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 8192 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+    extra: settings });
+  const reads = async () => Number((await (await fetch(`${ws.url}/metrics`)).text())
+    .match(/^warmslot_disk_listings_total (\d+)/m)[1]);
+  const files = async () => {
+    const s = await getJson(`${ws.url}/warmslot/status`);
+    assert.equal(s.status, 200);
+    return s.body.disk.dirs.flatMap((d) => d.files.map((f) => f.key));
+  };
+  try {
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    assert.equal((await postJson(`${ws.url}/v1/chat/completions`, chat(makeDocument(905, 6000), 'Q?'))).status, 200);
+    const first = await files();
+    assert.ok(first.length >= 1, `a file saved for the document: ${JSON.stringify(first)}`);
+    // Settled (a save after the answer would change the index once more): then many polls.
+    await waitFor('the tier settled', async () => {
+      const before = await reads();
+      await files();
+      return (await reads()) === before;
+    }, 30000);
+    const before = await reads();
+    await Promise.all(Array.from({ length: 40 }, () => files()));
+    for (let i = 0; i < 20; ++i) await files();
+    const polled = (await reads()) - before;
+    assert.equal(polled, 0, `60 polls of an unchanged tier read the indexes ${polled} times`);
+    // Another document's file: the next poll reads again and lists it.
+    assert.equal((await postJson(`${ws.url}/v1/chat/completions`, chat(makeDocument(906, 6000), 'Q?'))).status, 200);
+    const after = await files();
+    assert.ok(after.length > first.length, `the new file is listed: ${JSON.stringify(after)} (before ${JSON.stringify(first)})`);
+    assert.ok((await reads()) > before, 'the change was read');
+  } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});
