@@ -5,9 +5,9 @@
 // stream's head, keep-alive events, then llama-server's answer through the same response: the
 // answer llama-server alone gives.
 //
-// Sizes: KEEPALIVE_DOC_BYTES (default 12000: the priming takes well over 20 s on two cores) and
-// KEEPALIVE_DUTY (run milliseconds of every 500, default 40); a 60 s+ priming is, for example,
-// KEEPALIVE_DOC_BYTES=24000.
+// Sizes: KEEPALIVE_DOC_BYTES (default 24000: the priming takes well over 20 s on two cores) and
+// KEEPALIVE_DUTY (run milliseconds of every 500, default 40); a longer priming is, for example,
+// KEEPALIVE_DOC_BYTES=48000.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
