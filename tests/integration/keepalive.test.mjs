@@ -28,10 +28,14 @@ const settings = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_to
   `timeouts:\n  stream_keepalive: ${keepaliveMs}ms\n`;
 
 // A streaming POST whose every byte is timed: fails when nothing arrives for `timeoutMs`.
+// Straight requests to llama-server go on a connection of their own: llama-server closes its
+// side after an answer sent in chunks, and node's keep-alive agent could reuse that connection
+// just as it closes. Requests to warmslot go over node's keep-alive agent as a client's would.
+// An error names the request it ended.
 // `maxGap` is the longest silence of the whole answer, `heldGap` the longest before the first
 // event that is not a keep-alive (while warmslot holds the request; after it, silence is the
 // backend's own).
-function timedStream(base, path, body, timeoutMs = readTimeoutMs) {
+function timedStream(base, path, body, timeoutMs = readTimeoutMs, { straight = false } = {}) {
   return new Promise((resolve, reject) => {
     const u = new URL(path, base);
     const start = Date.now();
@@ -47,8 +51,10 @@ function timedStream(base, path, body, timeoutMs = readTimeoutMs) {
       if (!answering) heldGap = Math.max(heldGap, now - last);
       last = now;
     };
+    const fail = (e) => reject(Object.assign(new Error(`${base}${path} after ${Date.now() - start} ms: ${e.message}`),
+      { code: e.code }));
     const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST',
-      headers: { 'content-type': 'application/json' } }, (res) => {
+      agent: straight ? false : undefined, headers: { 'content-type': 'application/json' } }, (res) => {
       seen();
       headersAt = Date.now() - start;
       res.setEncoding('utf8');
@@ -59,10 +65,10 @@ function timedStream(base, path, body, timeoutMs = readTimeoutMs) {
       });
       res.on('end', () => resolve({ status: res.statusCode, headers: res.headers,
         trailers: res.trailers, raw, maxGap, heldGap, headersAt, total: Date.now() - start }));
-      res.on('error', reject);
+      res.on('error', fail);
     });
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no byte for ${timeoutMs} ms after ${Date.now() - start} ms`)));
-    req.on('error', reject);
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no byte for ${timeoutMs} ms`)));
+    req.on('error', fail);
     req.end(JSON.stringify(body));
   });
 }
@@ -136,7 +142,7 @@ test('a stream held while warmslot primes a long document gets keep-alive and th
     const want = [];
     for (const [i, c] of cases.entries()) {
       await eraseSlots(llama.url, llama.slots);
-      const r = await timedStream(llama.url, c.path, c.body(docs[i], question), 600000);
+      const r = await timedStream(llama.url, c.path, c.body(docs[i], question), 600000, { straight: true });
       assert.equal(r.status, 200, r.raw.slice(0, 300));
       want.push(answerOf(r.raw, c.api).text);
     }
@@ -236,12 +242,13 @@ test('a stream waiting for the backend\'s head gets keep-alive; sse_ping_interva
       stream: true };
     const runs = [
       { what: 'chat', path: '/v1/chat/completions', body: chat, every: keepaliveMs },
+      { what: 'chat with sse_ping_interval 1', path: '/v1/chat/completions', body: { ...chat, sse_ping_interval: 1 }, every: 1000 },
       { what: 'responses', path: '/v1/responses',
         body: { model: 'tiny', input: 'Say something.', max_output_tokens: 8, temperature: 0, stream: true }, every: keepaliveMs },
     ];
     const holdMs = 8000;
     for (const run of runs) {
-      const want = await timedStream(llama.url, run.path, run.body, 60000);
+      const want = await timedStream(llama.url, run.path, run.body, 60000, { straight: true });
       relay.holdOnly = new RegExp(`^${run.path.replace(/\//g, '\\/')}`);
       const pending = timedStream(ws.url, run.path, run.body);
       await waitFor('the request held', () => relay.heldPaths.some((p) => p.includes(run.path)), 30000);
