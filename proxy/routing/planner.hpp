@@ -17,6 +17,9 @@ namespace warmslot::routing {
 using clock = std::chrono::steady_clock;
 
 // What warmslot believes one llama-server slot holds.
+// What a slot does now, for status and the dashboard (the planner does not read it).
+enum class slot_work : std::uint8_t { none, running, priming, restoring, saving };
+
 struct slot_view {
     int id = 0;
     bool busy = false;                 // running a request (ours, or seen in GET /slots)
@@ -29,6 +32,13 @@ struct slot_view {
     std::uint64_t session = 0;         // session hint of the request it last ran (0 = none)
     std::string owner;                 // tenant whose request brought what it holds ("": the
                                        // default tenant); what a tenant-scoped view shows
+    // What it does now: warmslot's own work on it (priming, restoring, saving), or a task
+    // llama-server shows running there; with the prompt tokens done so far as GET /slots last
+    // showed them, and the total when known (priming: the prefix, restore and save: the file).
+    slot_work work = slot_work::none;
+    std::uint64_t work_done = 0;
+    std::uint64_t work_total = 0;
+    clock::time_point work_since{};
 };
 
 struct backend_view {

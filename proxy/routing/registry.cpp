@@ -373,6 +373,17 @@ void registry::set_held(const ticket& t, std::vector<prefix_level> levels, std::
     s->owner = t.tenant;
 }
 
+void registry::set_work(int backend, int slot, slot_work w, std::uint64_t total) {
+    std::lock_guard lock(mu_);
+    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return;
+    auto* s = slot_of(backends_[static_cast<std::size_t>(backend)], slot);
+    if (!s) return;
+    s->work = w;
+    s->work_done = 0;
+    s->work_total = total;
+    s->work_since = w == slot_work::none ? clock::time_point{} : clock::now();
+}
+
 std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
                                                   const std::vector<prefix_level>& must_hold,
                                                   bool seen_idle) {
@@ -462,6 +473,20 @@ void registry::apply_reconcile(int backend, const std::vector<observed_slot>& sl
         const bool our_tail = s->last_use != clock::time_point{} && now - s->last_use < own_tail;
         b.outside_busy[i] = o.processing && !ours && !our_tail;
         s->busy = ours || b.outside_busy[i];
+        // What it does now, for status: warmslot's own work keeps its name; a task seen running
+        // is "running"; the prompt tokens done so far come from the slot's own count.
+        if (o.processing) {
+            if (s->work == slot_work::none) {
+                s->work = slot_work::running;
+                s->work_total = 0;
+                s->work_since = now;
+            }
+            s->work_done = o.n_prompt_tokens.value_or(0);
+        } else if (s->work == slot_work::running) {
+            s->work = slot_work::none;
+            s->work_done = 0;
+            s->work_since = clock::time_point{};
+        }
         if (ours || o.processing) continue;
         const std::uint64_t tokens = o.n_prompt_tokens.value_or(0);
         const auto diff = tokens > s->held_tokens ? tokens - s->held_tokens : s->held_tokens - tokens;

@@ -158,6 +158,9 @@ public:
     // The slot of a reserved ticket now holds exactly `levels` (`tokens` tokens): after a
     // restore from disk or a priming, before the request itself runs.
     void set_held(const ticket& t, std::vector<prefix_level> levels, std::uint64_t tokens);
+    // Records what warmslot's own work does on a slot now (slot_view::work), for status;
+    // slot_work::none when it is over. Use routing::work_mark.
+    void set_work(int backend, int slot, slot_work w, std::uint64_t total);
 
     // Reserves `count` idle slots of `backend` for warmslot's own use of them (the monitor's probe
     // of slot stability): all or none. Never a slot with a ticket or seen processing, and none
@@ -281,6 +284,23 @@ private:
     counters counters_;
     std::uint64_t next_ticket_ = 1;
     std::set<std::pair<int, int>> adapter_kv_;  // (backend, slot): see mark_adapter
+};
+
+// Marks a slot as doing `w` for as long as it lives (registry::set_work).
+class work_mark {
+public:
+    work_mark(registry& reg, int backend, int slot, slot_work w, std::uint64_t total)
+        : reg_(reg), backend_(backend), slot_(slot) {
+        reg_.set_work(backend_, slot_, w, total);
+    }
+    ~work_mark() { reg_.set_work(backend_, slot_, slot_work::none, 0); }
+    work_mark(const work_mark&) = delete;
+    work_mark& operator=(const work_mark&) = delete;
+
+private:
+    registry& reg_;
+    int backend_;
+    int slot_;
 };
 
 }  // namespace warmslot::routing

@@ -26,6 +26,35 @@ std::string_view text_of(const json& content, std::string& joined) {
 
 json opt(const std::optional<long>& v) { return v ? json(*v) : json(nullptr); }
 
+const char* work_name(routing::slot_work w) {
+    switch (w) {
+        case routing::slot_work::running: return "running";
+        case routing::slot_work::priming: return "priming";
+        case routing::slot_work::restoring: return "restoring";
+        case routing::slot_work::saving: return "saving";
+        case routing::slot_work::none: break;
+    }
+    return "";
+}
+
+// What the slot does now (null: nothing): warmslot's own work or a task llama-server runs
+// there, the prompt tokens done so far (from GET /slots), the total when known, and for how
+// long. Another tenant's slot shows what it does, not how far.
+json work_json(const routing::slot_view& s, const status_input& in, bool others) {
+    if (s.work == routing::slot_work::none) return nullptr;
+    json j = {{"doing", work_name(s.work)}, {"done", nullptr}, {"total", nullptr}, {"seconds", 0.0}};
+    if (s.work_since != routing::clock::time_point{}) {
+        const std::chrono::duration<double> took = in.now - s.work_since;
+        j["seconds"] = std::max(0.0, took.count());
+    }
+    if (others) return j;
+    // A restore or a save is one call: nothing is counted while it runs.
+    if (s.work == routing::slot_work::running || s.work == routing::slot_work::priming)
+        j["done"] = s.work_total > 0 ? std::min(s.work_done, s.work_total) : s.work_done;
+    if (s.work_total > 0) j["total"] = s.work_total;
+    return j;
+}
+
 json slot_json(const routing::slot_view& s, const std::string& backend, const status_input& in,
                bool previews) {
     const bool holds = s.held_tokens > 0 || !s.held.empty();
@@ -41,6 +70,7 @@ json slot_json(const routing::slot_view& s, const std::string& backend, const st
         const std::chrono::duration<double> ago = in.now - s.last_use;
         j["last_use_seconds_ago"] = std::max(0.0, ago.count());
     }
+    j["now"] = work_json(s, in, others);
     // A preview describes what the slot holds now: none once it is believed empty.
     const auto it = in.activity.previews.find({backend, s.id});
     if (previews && holds && it != in.activity.previews.end()) {

@@ -74,8 +74,27 @@ std::string backends(const json& s) {
     return table(rows) + notes;
 }
 
+// What a slot does now ("now" in the status): "priming 9216/24077 4s", "-" when nothing.
+std::string now_text(const json& sl) {
+    if (!sl.contains("now") || !sl["now"].is_object()) return "-";
+    const auto& n = sl["now"];
+    std::string out = text(n, "doing");
+    const bool done = n.contains("done") && n["done"].is_number();
+    const bool total = n.contains("total") && n["total"].is_number();
+    if (done && total) {
+        out += fmt::format(" {}/{}", n["done"].get<std::uint64_t>(), n["total"].get<std::uint64_t>());
+    } else if (done) {
+        out += fmt::format(" {}", n["done"].get<std::uint64_t>());
+    } else if (total) {
+        out += fmt::format(" {}", n["total"].get<std::uint64_t>());
+    }
+    if (n.contains("seconds") && n["seconds"].is_number())
+        out += fmt::format(" {:.0f}s", n["seconds"].get<double>());
+    return out;
+}
+
 std::string slots(const json& s) {
-    std::vector<row> rows{{"SLOT", "STATE", "TOKENS", "LAST USE", "HOLDS"}};
+    std::vector<row> rows{{"SLOT", "STATE", "TOKENS", "LAST USE", "NOW", "HOLDS"}};
     for (const auto& b : list(s, "backends")) {
         for (const auto& sl : list(b, "slots")) {
             const auto& ago =
@@ -88,7 +107,8 @@ std::string slots(const json& s) {
             if (sl.value("scratch", false)) holds += " (scratch)";
             rows.push_back({text(b, "name") + "/" + text(sl, "id"), text(sl, "state"),
                             text(sl, "tokens"),
-                            ago.is_number() ? human_ago(ago.get<double>()) + " ago" : "-", holds});
+                            ago.is_number() ? human_ago(ago.get<double>()) + " ago" : "-",
+                            now_text(sl), holds});
         }
     }
     return table(rows);

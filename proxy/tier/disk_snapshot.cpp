@@ -66,6 +66,8 @@ awaitable<void> disk_tier::drop_checkpoints(upstream::pool& pool, const config::
                                             std::uint64_t tokens) {
     const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
     const json request = {{"filename", file}};
+    const routing::work_mark restoring(reg_, t.p.backend, *t.p.slot, routing::slot_work::restoring,
+                                       tokens);
     const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
                                            src_.current()->cache.slot_call_timeout);
     const json reply = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
@@ -131,6 +133,9 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         watch->now = warm_watch::phase::prefill;
         in_flight = watch->in_flight;
     }
+    // Shown in status while it runs, with the slot's own count of tokens done.
+    std::optional<routing::work_mark> priming;
+    priming.emplace(reg_, t.p.backend, *t.p.slot, routing::slot_work::priming, tokens->size());
     // First up to where the request's last user message starts (on a hybrid model): the slot
     // then has the context checkpoint llama-server makes there for the request itself, which
     // a later question or session that parts from this prefix rolls back to.
@@ -152,6 +157,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     const auto primed = co_await upstream::call(pool, b, http::verb::post, "/completion",
                                                 prime.dump(), cfg->timeouts.upstream_response,
                                                 in_flight);
+    priming.reset();
     const auto prime_stats =
         primed.status == 200 ? api::find_prompt_stats(primed.body) : std::nullopt;
     const bool from_scratch = prime_stats && prime_stats->cached == 0;
@@ -221,6 +227,7 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
     const std::string file = cache::file_name_for(p.key);
     const std::string target = fmt::format("/slots/{}?action=save", *t.p.slot);
     const json save = {{"filename", file}};
+    const routing::work_mark saving(reg_, t.p.backend, *t.p.slot, routing::slot_work::saving, tokens);
     auto r = co_await upstream::call(pool, b, http::verb::post, target, save.dump(),
                                      cfg->cache.slot_call_timeout);
     if (!r.ec && r.status != 200) {

@@ -505,6 +505,8 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
     auto* idx = p.index;
     const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
     json request = {{"filename", s.file}};
+    const routing::work_mark restoring(reg_, t.p.backend, *t.p.slot, routing::slot_work::restoring,
+                                       s.tokens);
     const auto called = std::chrono::steady_clock::now();
     const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
                                            cfg->cache.slot_call_timeout);

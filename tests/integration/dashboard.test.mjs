@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { getJson, postJson, restartLlama, startLlama } from './lib/llama.mjs';
-import { repoRoot, tempDir, waitFor } from './lib/procs.mjs';
+import { repoRoot, sleep, tempDir, waitFor } from './lib/procs.mjs';
 import { startWarmslot, warmslotBin } from './lib/warmslot.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
 
@@ -234,6 +234,50 @@ test('status reads the disk indexes once for many polls, and again after a chang
     assert.ok(after.length > first.length, `the new file is listed: ${JSON.stringify(after)} (before ${JSON.stringify(first)})`);
     assert.ok((await reads()) > before, 'the change was read');
   } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});
+
+// What a slot does now: the page shows a long priming rise (tokens done of the prefix, from
+// llama-server's own count) while `POST /admin/warm` reads a document, as `warmslot status` does.
+test('the dashboard shows a slot\'s priming rise while a document is warmed', { timeout: 300000, skip }, async (t) => {
+  const llama = await startLlama({ arch: 'llama', slots: 1, ctx: 49152 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+    extra: settings });
+  let browser;
+  try {
+    browser = await launchBrowser();
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    const page = await browser.newPage();
+    const problems = [];
+    page.on('pageerror', (e) => problems.push(e.message));
+    await page.goto(`${ws.url}/warmslot/`);
+    await page.waitForSelector('tr.slot td.now', { timeout: 10000 });
+    let finished = false;
+    const warm = fetch(`${ws.url}/admin/warm`, { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', system: makeDocument(907, 40000) }) })
+      .then(async (r) => ({ status: r.status, body: await r.text() }))
+      .finally(() => { finished = true; });
+    const seen = [];
+    let cli = '';
+    for (let i = 0; i < 1200 && !finished; ++i) {  // at most 120 s
+      const now = (await page.$eval('tr.slot td.now', (e) => e.textContent)).trim();
+      if (seen.at(-1) !== now) seen.push(now);
+      if (!cli && /^priming/.test(now)) cli = (await statusCli(['--url', ws.url])).stdout;
+      await sleep(100);
+    }
+    const w = await warm;
+    assert.equal(w.status, 200, w.body);
+    t.diagnostic(`the page's "now" for slot 0: ${JSON.stringify(seen)}`);
+    const done = seen.map((t) => t.match(/^priming ([\d,]+) \/ ([\d,]+) tokens, \d+ s$/))
+      .filter(Boolean).map((m) => Number(m[1].replace(/,/g, '')));
+    assert.ok(done.length >= 2 && done.at(-1) > done[0], `the priming's progress on the page: ${JSON.stringify(seen)}`);
+    assert.match(cli, /b\/0 .*(priming \d+\/\d+|saving \d+) \d+s/, cli);
+    assert.deepEqual(problems, []);
+    await screenshot(page, 'dashboard-priming.png');
+  } finally {
+    if (browser) await browser.close();
     await ws.stop();
     await llama.stop();
   }

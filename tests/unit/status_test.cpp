@@ -8,6 +8,7 @@
 
 #include "status/assets.hpp"
 #include "status/table.hpp"
+#include "routing/registry.hpp"
 
 namespace status = warmslot::status;
 namespace routing = warmslot::routing;
@@ -271,7 +272,9 @@ TEST_CASE("format_status: the tables `warmslot status` prints") {
         {"name": "a", "healthy": true, "routing": true, "total_slots": 2, "in_flight": 0,
          "model": "/m.gguf",
          "slots": [{"id": 0, "state": "idle", "tokens": 7000, "preview": "Manual",
-                    "last_use_seconds_ago": 30.0}]},
+                    "last_use_seconds_ago": 30.0},
+                   {"id": 1, "state": "busy", "tokens": 0, "preview": null,
+                    "now": {"doing": "priming", "done": 9216, "total": 24077, "seconds": 4.2}}]},
         {"name": "b", "healthy": false, "routing": false,
          "pass_through_reason": "start it with -np N", "slots": []}],
       "disk": {"restores": 1, "restore_failures": 0, "snapshots": 2,
@@ -289,7 +292,9 @@ TEST_CASE("format_status: the tables `warmslot status` prints") {
     CAPTURE(text);
     CHECK(text.find("a        ok      on") != std::string::npos);
     CHECK(text.find("b: start it with -np N") != std::string::npos);
-    CHECK(text.find("a/0   idle   7000    30s ago   \"Manual\"") != std::string::npos);
+    CHECK(text.find("a/0   idle   7000    30s ago   -                      \"Manual\"") !=
+          std::string::npos);
+    CHECK(text.find("a/1   busy   0       -         priming 9216/24077 4s  -") != std::string::npos);
     CHECK(text.find("/srv: 7.8 MB of 1.0 GB") != std::string::npos);
     CHECK(text.find("ws-ab.bin  7000    7.8 MB  12.0s") != std::string::npos);
     CHECK(text.find("6990 reused") != std::string::npos);
@@ -334,4 +339,76 @@ TEST_CASE("format_status: swap groups, only when there are any") {
                     "failed starts: 0") != std::string::npos);
     CHECK(status::format_status(json::parse(R"({"backends": []})"), 0).find("SWAP GROUP") ==
           std::string::npos);
+}
+
+TEST_CASE("build_status: what a slot does now, and how far; another tenant's slot shows only what") {
+    auto c = two_backends();
+    status::status_input in;
+    in.cfg = &c;
+    in.now = routing::clock::now();
+    in.views.resize(1);
+    in.views[0].slots.resize(3);
+    auto& priming = in.views[0].slots[0];
+    priming.work = routing::slot_work::priming;
+    priming.work_done = 9216;
+    priming.work_total = 24077;
+    priming.work_since = in.now - std::chrono::seconds(4);
+    auto& saving = in.views[0].slots[1];
+    saving.id = 1;
+    saving.work = routing::slot_work::saving;
+    saving.work_total = 24077;
+    saving.work_since = in.now;
+    saving.owner = "a";
+    in.views[0].slots[2].id = 2;
+    const auto s = status::build_status(in);
+    const auto& slots = s["backends"][0]["slots"];
+    CHECK(slots[0]["now"]["doing"] == "priming");
+    CHECK(slots[0]["now"]["done"] == 9216);
+    CHECK(slots[0]["now"]["total"] == 24077);
+    CHECK(slots[0]["now"]["seconds"].get<double>() >= 4.0);
+    CHECK(slots[1]["now"]["doing"] == "saving");
+    CHECK(slots[1]["now"]["done"].is_null());  // one call: nothing counted while it runs
+    CHECK(slots[1]["now"]["total"] == 24077);
+    CHECK(slots[2]["now"].is_null());
+
+    const std::string b = "b";
+    in.tenant = &b;
+    const auto seen = status::build_status(in);
+    CHECK(seen["backends"][0]["slots"][1]["now"]["doing"] == "saving");
+    CHECK(seen["backends"][0]["slots"][1]["now"]["total"].is_null());
+}
+
+TEST_CASE("registry: a slot's work from warmslot's marks and from GET /slots") {
+    routing::registry reg({"b"}, routing::planner_settings{});
+    routing::backend_info info;
+    info.total_slots = 2;
+    info.model_path = "m.gguf";
+    reg.set_info(0, info, true);
+    reg.set_healthy(0, true);
+    {
+        const routing::work_mark mark(reg, 0, 1, routing::slot_work::priming, 24000);
+        routing::observed_slot o;
+        o.id = 1;
+        o.processing = true;
+        o.n_prompt_tokens = 5000;
+        reg.reconcile(0, {routing::observed_slot{}, o}, routing::clock::now());
+        const auto& s = reg.snapshot()[0].slots[1];
+        CHECK(s.work == routing::slot_work::priming);
+        CHECK(s.work_done == 5000);
+        CHECK(s.work_total == 24000);
+    }
+    CHECK(reg.snapshot()[0].slots[1].work == routing::slot_work::none);
+    // A task llama-server runs there: "running" while /slots shows it, then nothing.
+    routing::observed_slot busy;
+    busy.id = 0;
+    busy.processing = true;
+    busy.n_prompt_tokens = 700;
+    routing::observed_slot other;
+    other.id = 1;
+    reg.reconcile(0, {busy, other}, routing::clock::now());
+    CHECK(reg.snapshot()[0].slots[0].work == routing::slot_work::running);
+    CHECK(reg.snapshot()[0].slots[0].work_done == 700);
+    busy.processing = false;
+    reg.reconcile(0, {busy, other}, routing::clock::now());
+    CHECK(reg.snapshot()[0].slots[0].work == routing::slot_work::none);
 }

@@ -58,6 +58,19 @@ function fmtAgo(s) {
   return `${Math.round(s / 86400)}d ago`;
 }
 const fmtTime = (ms) => new Date(ms).toLocaleTimeString('en-GB');
+// What a slot does now (status "now"): "priming 9,216 / 24,077 tokens, 4 s", with a progress bar
+// when the total is known.
+function fmtNow(n) {
+  if (!n) return ['-'];
+  const took = `${Math.round(n.seconds)} s`;
+  if (n.done !== null && n.total) {
+    const bar = el('progress', { max: n.total, value: Math.min(n.done, n.total) });
+    return [bar, ` ${n.doing} ${fmtInt(n.done)} / ${fmtInt(n.total)} tokens, ${took}`];
+  }
+  if (n.done !== null) return [`${n.doing} ${fmtInt(n.done)} tokens, ${took}`];
+  if (n.total) return [`${n.doing} ${fmtInt(n.total)} tokens, ${took}`];
+  return [`${n.doing}, ${took}`];
+}
 function setState(text, cls) {
   $('state').textContent = text;
   $('state').className = `state ${cls}`;
@@ -92,10 +105,11 @@ function renderBackends(s) {
     const rows = b.slots.map((sl) => el('tr', { class: 'slot', 'data-backend': b.name, 'data-slot': sl.id },
       el('td', {}, sl.id), el('td', {}, sl.state + (sl.scratch ? ' (scratch)' : '')),
       el('td', { class: 'num' }, fmtInt(sl.tokens)), el('td', {}, fmtAgo(sl.last_use_seconds_ago)),
+      el('td', { class: 'now' }, ...fmtNow(sl.now)),
       el('td', { class: 'preview' }, sl.preview === null ? (s.previews ? '-' : '(previews off)')
         : (sl.label ? `label: ${sl.preview}` : sl.preview))));
     const table = el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'slot'), el('th', {}, 'state'),
-      el('th', { class: 'num' }, 'tokens'), el('th', {}, 'last use'), el('th', {}, 'holds'))), el('tbody', {}, rows));
+      el('th', { class: 'num' }, 'tokens'), el('th', {}, 'last use'), el('th', {}, 'now'), el('th', {}, 'holds'))), el('tbody', {}, rows));
     return el('div', { class: 'backend' }, head, facts, note, table);
   });
   $('backends').replaceChildren(...blocks);
