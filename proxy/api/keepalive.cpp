@@ -29,6 +29,46 @@ std::string keepalive_event(error_dialect dialect) {
     return sse::format_comment("ping");
 }
 
+bool wants_prompt_progress(api_shape shape, const nlohmann::json& body) {
+    if ((shape != api_shape::chat && shape != api_shape::completion) || !body.is_object())
+        return false;
+    const auto flag = [&](const char* name) {
+        const auto it = body.find(name);
+        return it != body.end() && it->is_boolean() && it->get<bool>();
+    };
+    return flag("stream") && flag("return_progress");
+}
+
+std::string prompt_progress_event(api_shape shape, const prompt_progress& p, std::string_view id,
+                                  std::string_view model, std::int64_t created) {
+    const nlohmann::json progress = {{"total", p.total},
+                                     {"cache", p.cache},
+                                     {"processed", std::min(p.processed, p.total)},
+                                     {"time_ms", p.time_ms}};
+    nlohmann::json event;
+    if (shape == api_shape::chat) {
+        event = {{"choices",
+                  nlohmann::json::array({{{"finish_reason", nullptr},
+                                          {"index", 0},
+                                          {"delta", {{"role", "assistant"}, {"content", nullptr}}}}})},
+                 {"created", created},
+                 {"id", id},
+                 {"model", model},
+                 {"object", "chat.completion.chunk"},
+                 {"prompt_progress", progress}};
+    } else {
+        event = {{"index", 0},
+                 {"content", ""},
+                 {"tokens", nlohmann::json::array()},
+                 {"stop", false},
+                 {"id_slot", -1},
+                 {"tokens_predicted", 0},
+                 {"tokens_evaluated", 0},
+                 {"prompt_progress", progress}};
+    }
+    return sse::format_data_event(event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 namespace {
 
 error_kind kind_of_status(unsigned status) {

@@ -384,6 +384,15 @@ void registry::set_work(int backend, int slot, slot_work w, std::uint64_t total)
     s->work_since = w == slot_work::none ? clock::time_point{} : clock::now();
 }
 
+std::pair<slot_work, std::uint64_t> registry::work_of(int backend, int slot) const {
+    std::lock_guard lock(mu_);
+    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return {};
+    for (const auto& s : backends_[static_cast<std::size_t>(backend)].view.slots) {
+        if (s.id == slot) return {s.work, s.work_done};
+    }
+    return {};
+}
+
 std::optional<ticket> registry::reserve_idle_slot(int backend, int slot,
                                                   const std::vector<prefix_level>& must_hold,
                                                   bool seen_idle) {

@@ -161,6 +161,9 @@ public:
     // Records what warmslot's own work does on a slot now (slot_view::work), for status;
     // slot_work::none when it is over. Use routing::work_mark.
     void set_work(int backend, int slot, slot_work w, std::uint64_t total);
+    // What a slot does now and the prompt tokens done so far (slot_view::work, work_done);
+    // {none, 0} for an unknown slot.
+    std::pair<slot_work, std::uint64_t> work_of(int backend, int slot) const;
 
     // Reserves `count` idle slots of `backend` for warmslot's own use of them (the monitor's probe
     // of slot stability): all or none. Never a slot with a ticket or seen processing, and none

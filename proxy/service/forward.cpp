@@ -12,12 +12,14 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "api/chat_view.hpp"
 #include "api/endpoints.hpp"
 #include "api/forward_headers.hpp"
+#include "api/keepalive.hpp"
 #include "api/session_hint.hpp"
 #include "routing/reservation.hpp"
 #include "service/keepalive.hpp"
@@ -227,6 +229,8 @@ private:
 // How long a request waits for the monitor to check backends (at start-up, or after a sign of
 // a restart) before it is sent on what warmslot believes then.
 constexpr auto check_wait = std::chrono::seconds(10);
+// How often a client that asked for prompt progress hears of warmslot's priming.
+constexpr auto progress_interval = std::chrono::milliseconds(1000);
 
 }  // namespace
 
@@ -425,6 +429,39 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
 // or floating, or a refused connect) and nothing was sent; sent_failed when no backend could be
 // reached. A dead connection met by the calls for the request's tokens counts as such a sign;
 // one the disk tier's later calls met is checked in place.
+// Prompt progress events while the disk tier works on `slot` for a request of `total` tokens:
+// the tokens llama-server's /slots shows in the slot while warmslot primes it (the monitor's
+// last look), never falling; "" (a keep-alive instead) before the priming has begun.
+std::function<std::string()> pipeline::progress_source(int backend, int slot, std::size_t total,
+                                                        api::api_shape shape, std::string id,
+                                                        std::string model) {
+    struct seen {
+        std::uint64_t processed = 0;
+        bool begun = false;
+        std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    };
+    auto last = std::make_shared<seen>();
+    return [this, backend, slot, total, shape, id = "chatcmpl-" + std::move(id),
+            model = std::move(model), last]() -> std::string {
+        const auto [work, done] = reg_.work_of(backend, slot);
+        if (work == routing::slot_work::priming) {
+            last->begun = true;
+            last->processed = std::max(last->processed, done);
+        }
+        if (!last->begun) return {};
+        api::prompt_progress p;
+        p.total = total;
+        p.processed = std::min<std::uint64_t>(last->processed, total);
+        p.time_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                   std::chrono::steady_clock::now() - last->start)
+                                                   .count());
+        const auto created = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+        return api::prompt_progress_event(shape, p, id, model, created);
+    };
+}
+
 awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_state& st,
                               routing::reservation& r, const prompt_view& view,
                               const nlohmann::json* body, std::int64_t waited_ms, bool may_recheck,
@@ -492,8 +529,18 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         }
         if (tiered && chain) {
             r.preparing(true);
+            // A client that asked for prompt progress sees warmslot's priming as the start of
+            // its own prompt: one rising count of one total, continued by llama-server's events.
+            const bool progress = out.keeper && body && api::wants_prompt_progress(shape, *body);
+            if (progress) {
+                out.keeper->set_progress(
+                    progress_source(static_cast<int>(i), *slot, chain->size(), shape, ex.id,
+                                    out.cls.model),
+                    progress_interval);
+            }
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat(), *chain,
                                                out.caller ? out.caller->tenant : std::string());
+            if (progress) out.keeper->set_progress(nullptr, progress_interval);
             // Nothing done to the slot: it is not being prepared (a floating request waiting
             // for its turn below must not be taken for one preparing its prefix).
             if (out.disk.what == tier::disk_action::kind::none && out.disk.primed == 0 && !pin)

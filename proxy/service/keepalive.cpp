@@ -1,5 +1,6 @@
 #include "service/keepalive.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "api/keepalive.hpp"
@@ -9,13 +10,15 @@ namespace warmslot::service {
 struct stream_keeper::state {
     state(http_server::exchange& e, std::chrono::milliseconds every,
           std::chrono::milliseconds timeout, api::error_dialect d)
-        : ex(e), interval(every), write_timeout(timeout),
+        : ex(e), interval(every), base_interval(every), write_timeout(timeout),
           event(api::keepalive_event(d)), tick(e.client->get_executor()),
           idle(e.client->get_executor()) {}
 
     http_server::exchange& ex;
     std::chrono::milliseconds interval;
+    std::chrono::milliseconds base_interval;  // the keep-alive's own, without progress
     std::chrono::milliseconds write_timeout;
+    std::function<std::string()> progress;  // see set_progress
     std::string event;        // one keep-alive event
     header_list extra;        // X-Warmslot headers for an early head
     std::string pending;      // what the write under way sends
@@ -42,11 +45,14 @@ struct stream_keeper::state {
         return http_server::serialized_head(h);
     }
 
-    // One keep-alive event as a chunk of the body.
+    // One event as a chunk of the body: the progress event when there is one, else the
+    // keep-alive event.
     std::string chunk() const {
+        std::string progressed = progress ? progress() : std::string();
+        const std::string& e = progressed.empty() ? event : progressed;
         char size[24];
-        const int n = std::snprintf(size, sizeof size, "%zx\r\n", event.size());
-        return std::string(size, static_cast<std::size_t>(n)) + event + "\r\n";
+        const int n = std::snprintf(size, sizeof size, "%zx\r\n", e.size());
+        return std::string(size, static_cast<std::size_t>(n)) + e + "\r\n";
     }
 };
 
@@ -73,7 +79,9 @@ void write_one(const std::shared_ptr<stream_keeper::state>& s) {
 void arm(const std::shared_ptr<stream_keeper::state>& s) {
     s->tick.expires_after(s->interval);
     s->tick.async_wait([s](error_code ec) {
-        if (ec || s->stopping) return;
+        // A write under way arms the clock again when it ends (a tick that completed just
+        // before set_progress re-armed it finds the other tick's write running).
+        if (ec || s->stopping || s->writing) return;
         write_one(s);
     });
 }
@@ -92,6 +100,16 @@ stream_keeper::~stream_keeper() {
 }
 
 void stream_keeper::set_headers(const header_list& extra) { s_->extra = extra; }
+
+void stream_keeper::set_progress(std::function<std::string()> source,
+                                 std::chrono::milliseconds every) {
+    s_->progress = std::move(source);
+    const auto interval = s_->progress ? std::min(s_->base_interval, every) : s_->base_interval;
+    if (interval == s_->interval) return;
+    s_->interval = interval;
+    // The next event at the new interval (a write under way arms the clock when it ends).
+    if (!s_->writing && !s_->stopping) arm(s_);
+}
 
 awaitable<bool> stream_keeper::stop() {
     s_->stopping = true;

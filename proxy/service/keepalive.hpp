@@ -16,7 +16,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "api/endpoints.hpp"
 #include "service/relay.hpp"
@@ -35,6 +37,10 @@ public:
 
     // Headers the head carries if it goes out from now on (backend, route, slot as planned).
     void set_headers(const header_list& extra);
+    // While set, each keep-alive is the event `source` returns (prompt progress, for a client
+    // that asked for it), or the keep-alive event when it returns "", and they go out at most
+    // `every` apart; an empty `source` goes back to the keep-alive event at its own interval.
+    void set_progress(std::function<std::string()> source, std::chrono::milliseconds every);
     // Stops the keep-alive, after the write under way if there is one. True when the head is
     // out: the caller continues the response chunked and must end it (then calls ended()).
     awaitable<bool> stop();

@@ -145,6 +145,9 @@ private:
     // What send() returns besides the index of a backend to check.
     static constexpr int sent_done = -1;
     static constexpr int sent_failed = -2;
+    std::function<std::string()> progress_source(int backend, int slot, std::size_t total,
+                                                 api::api_shape shape, std::string id,
+                                                 std::string model);
     awaitable<int> send(http_server::exchange& ex, outcome& out, forward_state& st,
                         routing::reservation& r, const prompt_view& view,
                         const nlohmann::json* body, std::int64_t waited_ms, bool may_recheck,

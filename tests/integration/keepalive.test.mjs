@@ -278,3 +278,51 @@ test('a stream waiting for the backend\'s head gets keep-alive; sse_ping_interva
     await llama.stop();
   }
 });
+
+// A client that sets return_progress gets llama-server's prompt_progress events; through
+// warmslot, the priming of a new document comes first in the same shape, so the client sees one
+// count of one total rise from the priming through llama-server's own prefill, and the answer
+// llama-server alone gives.
+test('prompt progress: warmslot\'s priming is the start of one rising count, then llama-server\'s own', { timeout: 300000 }, async (t) => {
+  const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 + 24000 * 2 });
+  let ws;
+  try {
+    const doc = makeDocument(2911, 24000);
+    const body = { messages: [{ role: 'system', content: doc }, { role: 'user', content: 'What does the first line say?' }],
+      max_tokens: 8, temperature: 0, stream: true, return_progress: true };
+    const progressOf = (raw) => parseSse(raw).events.filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data))
+      .filter((j) => j.prompt_progress).map((j) => ({ ...j.prompt_progress, llama: 'system_fingerprint' in j }));
+    const textOf = (raw) => parseSse(raw).events.filter((e) => e.data !== '[DONE]')
+      .map((e) => JSON.parse(e.data).choices?.[0]?.delta?.content ?? '').join('');
+    await eraseSlots(llama.url, llama.slots);
+    const straight = await timedStream(llama.url, '/v1/chat/completions', body, 600000, { straight: true });
+    assert.equal(straight.status, 200, straight.raw.slice(0, 300));
+    const straightProgress = progressOf(straight.raw);
+    assert.ok(straightProgress.length >= 2, `llama-server alone sends progress: ${JSON.stringify(straightProgress)}`);
+    await eraseSlots(llama.url, llama.slots);
+    ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+    await waitFor('routing', async () => (await getJson(`${ws.url}/health`)).body.backends?.[0]?.routing, 30000);
+    const r = await timedStream(ws.url, '/v1/chat/completions', body);
+    assert.equal(r.status, 200, r.raw.slice(0, 300));
+    const primed = Number(r.headers['x-warmslot-primed-tokens'] ?? r.trailers['x-warmslot-primed-tokens'] ?? 0);
+    const progress = progressOf(r.raw);
+    const own = progress.filter((p) => !p.llama);
+    t.diagnostic(`primed ${primed} tokens; head after ${r.headersAt} ms; progress through warmslot ` +
+      `${JSON.stringify(progress.map((p) => `${p.llama ? 'llama' : 'warmslot'} ${p.processed}/${p.total}`))}; ` +
+      `straight ${JSON.stringify(straightProgress.map((p) => `${p.processed}/${p.total}`))}`);
+    assert.ok(primed > 1024, `warmslot primed the document (primed ${primed})`);
+    assert.ok(own.length >= 2 && own.at(-1).processed > own[0].processed,
+      `warmslot's priming shows rising progress: ${JSON.stringify(own)}`);
+    assert.ok(progress.some((p) => p.llama), 'llama-server\'s own progress follows');
+    const total = straightProgress.at(-1).total;
+    for (const [i, p] of progress.entries()) {
+      assert.equal(p.total, total, `every event has the prompt's total (${total}): ${JSON.stringify(p)}`);
+      if (i > 0) assert.ok(p.processed >= progress[i - 1].processed, `the count never falls: ${JSON.stringify(progress)}`);
+    }
+    assert.equal(progress.at(-1).processed, total);
+    assert.equal(textOf(r.raw), textOf(straight.raw), 'the answer through warmslot is llama-server\'s own');
+  } finally {
+    if (ws) await ws.stop();
+    await llama.stop();
+  }
+});
