@@ -98,3 +98,35 @@ TEST_CASE("keepalive: a backend's answer that cannot be relayed becomes one erro
     CHECK(ok.find("status 200 and no event stream") != std::string::npos);
     CHECK(ok.starts_with("data: {\"error\":"));
 }
+
+TEST_CASE("prompt progress: asked for by stream and return_progress, written as llama-server does") {
+    namespace api = warmslot::api;
+    const auto body = nlohmann::json::parse(R"({"stream": true, "return_progress": true})");
+    CHECK(api::wants_prompt_progress(api_shape::chat, body));
+    CHECK(api::wants_prompt_progress(api_shape::completion, body));
+    CHECK_FALSE(api::wants_prompt_progress(api_shape::messages, body));
+    CHECK_FALSE(api::wants_prompt_progress(api_shape::chat, nlohmann::json::parse(R"({"stream": true})")));
+    CHECK_FALSE(api::wants_prompt_progress(api_shape::chat,
+                                           nlohmann::json::parse(R"({"stream": false, "return_progress": true})")));
+    CHECK_FALSE(api::wants_prompt_progress(api_shape::chat,
+                                           nlohmann::json::parse(R"({"stream": true, "return_progress": 1})")));
+
+    api::prompt_progress p{24122, 0, 30000, 1500};  // processed is capped at the total
+    const auto chat = api::prompt_progress_event(api_shape::chat, p, "chatcmpl-1", "m", 1700000000);
+    REQUIRE(chat.rfind("data: ", 0) == 0);
+    REQUIRE(chat.size() > 8);
+    CHECK(chat.substr(chat.size() - 2) == "\n\n");
+    const auto j = nlohmann::json::parse(chat.substr(6));
+    CHECK(j["object"] == "chat.completion.chunk");
+    CHECK(j["choices"][0]["delta"]["role"] == "assistant");
+    CHECK(j["choices"][0]["delta"]["content"].is_null());
+    CHECK(j["choices"][0]["finish_reason"].is_null());
+    CHECK(j["prompt_progress"]["total"] == 24122);
+    CHECK(j["prompt_progress"]["processed"] == 24122);
+    CHECK(j["prompt_progress"]["time_ms"] == 1500);
+    const auto completion = api::prompt_progress_event(api_shape::completion, p, "x", "m", 0);
+    const auto c = nlohmann::json::parse(completion.substr(6));
+    CHECK(c["content"] == "");
+    CHECK(c["stop"] == false);
+    CHECK(c["prompt_progress"]["cache"] == 0);
+}
