@@ -571,6 +571,10 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         out.slot = pin ? slot : std::nullopt;
         const unpinned_lease unpinned(reg_, static_cast<int>(i), !planned && takes_slot);
         if (lora && takes_slot) reg_.mark_adapter(static_cast<int>(i), pin ? slot : std::nullopt);
+        // Status shows the request's prefill on its slot against the prompt's tokens, when known.
+        std::optional<routing::work_mark> running;
+        if (pin && chain)
+            running.emplace(reg_, static_cast<int>(i), *slot, routing::slot_work::running, chain->size());
         bool connect_failed = false;
         for (int tries = 0; tries < 2 && !st.client_gone; ++tries) {
             // The retry after a stale pooled connection goes on a new one.
