@@ -32,7 +32,8 @@ awaitable<std::vector<disk_listing>> disk_tier::listing() {
     } const guard{this};
     listing_reads_.fetch_add(1, std::memory_order_relaxed);
     // Indexes are never closed while warmslot runs (indexes_ only grows): the pointers stay valid.
-    auto out = co_await on_index(index_ex_, [open = std::move(open)] {
+    bool failed = false;
+    auto out = co_await on_index(index_ex_, [open = std::move(open), &failed] {
         std::vector<disk_listing> listed;
         for (const auto& [dir, idx] : open) {
             disk_listing l{dir, {}};
@@ -40,6 +41,7 @@ awaitable<std::vector<disk_listing>> disk_tier::listing() {
                 l.files = idx->all();
             } catch (const std::exception& e) {
                 log()->warn("disk tier: listing {}: {}", dir, e.what());
+                failed = true;
             }
             listed.push_back(std::move(l));
         }
@@ -48,7 +50,8 @@ awaitable<std::vector<disk_listing>> disk_tier::listing() {
     {
         std::lock_guard lock(listing_mu_);
         listed_ = std::make_shared<const std::vector<disk_listing>>(out);
-        listed_at_ = std::move(at);
+        // A read that failed somewhere is not kept as current: the next call reads again.
+        listed_at_ = failed ? std::vector<std::uint64_t>{} : std::move(at);
     }
     co_return out;
 }
