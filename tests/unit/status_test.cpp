@@ -392,7 +392,8 @@ TEST_CASE("registry: a slot's work from warmslot's marks and from GET /slots") {
         o.processing = true;
         o.n_prompt_tokens = 5000;
         reg.reconcile(0, {routing::observed_slot{}, o}, routing::clock::now());
-        const auto& s = reg.snapshot()[0].slots[1];
+        const auto views = reg.snapshot();
+        const auto& s = views[0].slots[1];
         CHECK(s.work == routing::slot_work::priming);
         CHECK(s.work_done == 5000);
         CHECK(s.work_total == 24000);
