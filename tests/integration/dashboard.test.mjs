@@ -109,7 +109,7 @@ test('the dashboard shows slots, disk, charts and requests; its actions work; ke
         return cells.some((c) => c.startsWith(a)) && cells.some((c) => c.includes(b));
       }, { timeout: 10000 }, docs[0].slice(0, 20), 'label: pump manual, 2nd edition');
       const slots = await page.$$eval('tr.slot', (rows) => rows.map((r) => ({
-        slot: r.dataset.slot, tokens: r.children[2].textContent, holds: r.children[4].textContent })));
+        slot: r.dataset.slot, tokens: r.children[2].textContent, holds: r.querySelector('td.preview').textContent })));
       const first = slots.find((s) => s.holds.startsWith(docs[0].slice(0, 20)));
       const second = slots.find((s) => s.holds === 'label: pump manual, 2nd edition');
       assert.ok(first && second && first.slot !== second.slot, JSON.stringify(slots));
