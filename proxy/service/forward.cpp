@@ -423,12 +423,6 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     }
 }
 
-// The planned backend first (pinned if planned so), then the others unpinned. Returns
-// sent_done when an answer was relayed; the planned backend's index when it showed a sign of
-// a restart (`may_recheck`: a dead pooled connection under a request planned on a slot, pinned
-// or floating, or a refused connect) and nothing was sent; sent_failed when no backend could be
-// reached. A dead connection met by the calls for the request's tokens counts as such a sign;
-// one the disk tier's later calls met is checked in place.
 // Prompt progress events while the disk tier works on `slot` for a request of `total` tokens:
 // the tokens llama-server's /slots shows in the slot while warmslot primes it (the monitor's
 // last look), never falling; "" (a keep-alive instead) before the priming has begun.
@@ -462,6 +456,12 @@ std::function<std::string()> pipeline::progress_source(int backend, int slot, st
     };
 }
 
+// The planned backend first (pinned if planned so), then the others unpinned. Returns
+// sent_done when an answer was relayed; the planned backend's index when it showed a sign of
+// a restart (`may_recheck`: a dead pooled connection under a request planned on a slot, pinned
+// or floating, or a refused connect) and nothing was sent; sent_failed when no backend could be
+// reached. A dead connection met by the calls for the request's tokens counts as such a sign;
+// one the disk tier's later calls met is checked in place.
 awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_state& st,
                               routing::reservation& r, const prompt_view& view,
                               const nlohmann::json* body, std::int64_t waited_ms, bool may_recheck,
