@@ -8,7 +8,6 @@
 
 #include "status/assets.hpp"
 #include "status/table.hpp"
-#include "routing/registry.hpp"
 
 namespace status = warmslot::status;
 namespace routing = warmslot::routing;
@@ -376,40 +375,4 @@ TEST_CASE("build_status: what a slot does now, and how far; another tenant's slo
     const auto seen = status::build_status(in);
     CHECK(seen["backends"][0]["slots"][1]["now"]["doing"] == "saving");
     CHECK(seen["backends"][0]["slots"][1]["now"]["total"].is_null());
-}
-
-TEST_CASE("registry: a slot's work from warmslot's marks and from GET /slots") {
-    routing::registry reg({"b"}, routing::planner_settings{});
-    routing::backend_info info;
-    info.total_slots = 2;
-    info.model_path = "m.gguf";
-    reg.set_info(0, info, true);
-    reg.set_healthy(0, true);
-    {
-        const routing::work_mark mark(reg, 0, 1, routing::slot_work::priming, 24000);
-        routing::observed_slot o;
-        o.id = 1;
-        o.processing = true;
-        o.n_prompt_tokens = 5000;
-        reg.reconcile(0, {routing::observed_slot{}, o}, routing::clock::now());
-        const auto views = reg.snapshot();
-        const auto& s = views[0].slots[1];
-        CHECK(s.work == routing::slot_work::priming);
-        CHECK(s.work_done == 5000);
-        CHECK(s.work_total == 24000);
-    }
-    CHECK(reg.snapshot()[0].slots[1].work == routing::slot_work::none);
-    // A task llama-server runs there: "running" while /slots shows it, then nothing.
-    routing::observed_slot busy;
-    busy.id = 0;
-    busy.processing = true;
-    busy.n_prompt_tokens = 700;
-    routing::observed_slot other;
-    other.id = 1;
-    reg.reconcile(0, {busy, other}, routing::clock::now());
-    CHECK(reg.snapshot()[0].slots[0].work == routing::slot_work::running);
-    CHECK(reg.snapshot()[0].slots[0].work_done == 700);
-    busy.processing = false;
-    reg.reconcile(0, {busy, other}, routing::clock::now());
-    CHECK(reg.snapshot()[0].slots[0].work == routing::slot_work::none);
 }
