@@ -49,7 +49,7 @@ awaitable<std::vector<disk_listing>> disk_tier::listing() {
     });
     {
         std::lock_guard lock(listing_mu_);
-        listed_ = std::make_shared<const std::vector<disk_listing>>(out);
+        listed_ = out;
         // A read that failed somewhere is not kept as current: the next call reads again.
         listed_at_ = failed ? std::vector<std::uint64_t>{} : std::move(at);
     }

@@ -324,7 +324,7 @@ private:
     // listing(): the last listing read, the indexes' change counts it was read at, and whether a
     // read is under way.
     std::mutex listing_mu_;
-    std::shared_ptr<const std::vector<disk_listing>> listed_;
+    std::optional<std::vector<disk_listing>> listed_;
     std::vector<std::uint64_t> listed_at_;
     bool listing_now_ = false;
     std::atomic<std::uint64_t> listing_reads_{0};
