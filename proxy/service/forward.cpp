@@ -162,6 +162,16 @@ std::string route_header(const routing::plan& p, std::int64_t waited_ms) {
     return "pass_through";
 }
 
+// Waits until the backend's body has begun: its first bytes are read into the connection's
+// buffer, where the relay's parser finds them. A read that fails leaves the failure for the
+// relay's next read to meet (eof again, a passed deadline cuts it again, a closed socket fails).
+awaitable<void> await_body_bytes(upstream::connection& up, const config::config& cfg) {
+    up.stream.expires_after(cfg.timeouts.upstream_response);
+    const auto room = up.buffer.prepare(16 * 1024);
+    const auto [ec, n] = co_await up.stream.async_read_some(room, nothrow);
+    up.buffer.commit(n);
+}
+
 // One try against one backend over one connection.
 awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& up,
                                forward_state& st, outcome& out, const config::config& cfg,
@@ -182,8 +192,14 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
         co_return upstream::stale(up, ec) ? attempt::stale_connection : attempt::backend_failed;
     }
     // The backend answers: the keep-alive ends here, and its head, when it went out, is the
-    // answer's.
-    if (out.keeper) st.early_head = co_await out.keeper->stop();
+    // answer's. llama-server sends its head when the task starts and then nothing until its
+    // first event (pings come at its --sse-ping-interval, if at all): a stream whose head is out
+    // keeps its keep-alive until the body begins, so it is never silent longer than the interval.
+    if (out.keeper) {
+        if (out.keeper->head_sent() && !p.is_done() && up.buffer.size() == 0)
+            co_await await_body_bytes(up, cfg);
+        st.early_head = co_await out.keeper->stop();
+    }
     co_await relay(ex, up, p, st, out, cfg, extra);
     if (st.early_head) out.keeper->ended();  // whole, or its connection closes
     co_return attempt::relayed;
