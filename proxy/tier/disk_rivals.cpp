@@ -2,7 +2,6 @@
 // own choice puts them. Once the planned slot holds the request's stable prefix, the idle slots
 // that would still take the request from it (routing::floating_rivals) are erased, so that the
 // request runs where warmslot prepared it.
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -11,14 +10,10 @@
 #include "routing/planner.hpp"
 #include "routing/reservation.hpp"
 #include "tier/disk_prefix.hpp"
-#include "upstream/llama_client.hpp"
+#include "upstream/slot_client.hpp"
 
 namespace warmslot::tier {
 using namespace disk_detail;
-
-namespace {
-constexpr std::chrono::milliseconds slots_timeout{120'000};  // GET /slots
-}  // namespace
 
 awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::ticket& t,
                                         const routing::fingerprint& fp) {
@@ -28,13 +23,12 @@ awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::tic
     if (backend >= views.size()) co_return;
     const auto rivals = routing::floating_rivals(views[backend], *t.p.slot, fp);
     if (rivals.empty()) co_return;
-    const auto cfg = src_.current();
-    const auto& b = cfg->backends[backend];
+    upstream::slot_client llama(pool, src_.current(), t.p.backend);
+    const auto& b = llama.backend();
     // Only slots llama-server itself shows idle: an erase waits for a busy slot, then would
     // clear what its request just computed.
-    const auto r = co_await upstream::call(pool, b, http::verb::get, "/slots", "", slots_timeout);
-    const auto seen = routing::read_slots(
-        r.status == 200 ? nlohmann::json::parse(r.body, nullptr, false) : nlohmann::json());
+    const auto r = co_await llama.slots();
+    const auto seen = routing::read_slots(r.value ? *r.value : nlohmann::json());
     if (!seen) co_return;
     for (const int id : rivals) {
         const auto s = std::find_if(seen->begin(), seen->end(),
@@ -52,15 +46,13 @@ awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::tic
         if (!idle) continue;  // a request of warmslot's took it since: not ours to erase
         routing::reservation hold(reg_, std::move(*idle));
         hold.preparing(true);
-        const auto e = co_await upstream::call(pool, b, http::verb::post,
-                                               fmt::format("/slots/{}?action=erase", id), "{}",
-                                               cfg->cache.slot_call_timeout);
-        if (!e.ec && e.status == 200) reg_.set_held(*hold, {}, 0);
+        const auto e = co_await llama.erase(id);
+        if (e.ok()) reg_.set_held(*hold, {}, 0);
         hold.release();
         log()->info(
             "{} slot {} erased: it shared as much of a floating request's prompt as slot {}, "
             "where the prefix was prepared ({})",
-            b.name, id, *t.p.slot, e.ec ? e.ec.message() : std::to_string(e.status));
+            b.name, id, *t.p.slot, e.what());
     }
 }
 

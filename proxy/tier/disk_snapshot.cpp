@@ -1,7 +1,5 @@
 // Making a snapshot: prime the planned slot with exactly the prefix, save it, index it.
 // The request that follows extends the primed slot, so a snapshot adds no prefill.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <filesystem>
 
@@ -10,7 +8,7 @@
 #include "api/timings.hpp"
 #include "routing/observations.hpp"
 #include "tier/disk_prefix.hpp"
-#include "upstream/llama_client.hpp"
+#include "upstream/slot_client.hpp"
 #include "util/log.hpp"
 
 namespace warmslot::tier {
@@ -18,8 +16,6 @@ using namespace disk_detail;
 
 namespace {
 
-using nlohmann::json;
-constexpr std::chrono::milliseconds slots_timeout{120'000};  // GET /slots
 constexpr double default_bytes_per_token = 2048;  // before a save on the backend taught better
 
 // What GET /slots shows about `slot`: whether it holds exactly `tokens` tokens, and how many
@@ -28,13 +24,11 @@ struct slot_seen {
     bool holds = false;
     std::uint64_t processed = 0;
 };
-awaitable<slot_seen> look_at_slot(upstream::pool& pool, const config::backend& b, int slot,
-                                  std::size_t tokens) {
-    const auto r = co_await upstream::call(pool, b, http::verb::get, "/slots", "", slots_timeout);
-    const json slots = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
+awaitable<slot_seen> look_at_slot(upstream::slot_client& llama, int slot, std::size_t tokens) {
+    const auto r = co_await llama.slots();
     slot_seen seen;
-    if (!slots.is_array()) co_return seen;
-    for (const auto& s : slots) {
+    if (!r.value) co_return seen;
+    for (const auto& s : *r.value) {
         if (s.is_object() && s.value("id", -1) == slot) {
             seen.holds = s.value("n_prompt_tokens", std::size_t{0}) == tokens;
             seen.processed = s.value("n_prompt_tokens_processed", std::uint64_t{0});
@@ -61,20 +55,15 @@ void remove_unindexed(cache::index& idx, const std::string& key, const std::stri
 // just written leaves the slot holding exactly the prefix and no checkpoints (llama-server.md
 // section 4), as a restore from disk does. A priming that extended what the slot held keeps its
 // checkpoints: the earlier ones let another conversation on a shorter prefix roll back to it.
-awaitable<void> disk_tier::drop_checkpoints(upstream::pool& pool, const config::backend& b,
-                                            routing::ticket& t, std::string file,
-                                            std::uint64_t tokens) {
-    const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
-    const json request = {{"filename", file}};
+awaitable<void> disk_tier::drop_checkpoints(upstream::slot_client& llama, routing::ticket& t,
+                                            std::string file, std::uint64_t tokens) {
     const routing::work_mark restoring(reg_, t.p.backend, *t.p.slot, routing::slot_work::restoring,
                                        tokens);
-    const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
-                                           src_.current()->cache.slot_call_timeout);
-    const json reply = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
-    if (!reply.is_object() || reply.value("n_restored", std::uint64_t{0}) != tokens) {
+    const auto r = co_await llama.restore(*t.p.slot, file);
+    if (!r.value || r.value->tokens != tokens) {
         // A failed restore wipes the slot: the request then computes its whole prompt.
-        log()->warn("reloading {} into {} slot {} failed ({}): the slot is empty", file, b.name,
-                    *t.p.slot, r.ec ? r.ec.message() : std::to_string(r.status));
+        log()->warn("reloading {} into {} slot {} failed ({}): the slot is empty", file,
+                    llama.backend().name, *t.p.slot, r.end.what());
         reg_.set_held(t, {}, 0);
     }
 }
@@ -83,7 +72,8 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
                                            const prefix& p, bool on_demand, warm_watch* watch) {
     disk_action a;
     const auto cfg = src_.current();
-    const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
+    upstream::slot_client llama(pool, cfg, t.p.backend);
+    const auto& b = llama.backend();
     if (!on_demand && !saves_allowed(t.p.backend)) {
         log()->debug("no snapshot of {} on {}: saving there pauses after failed saves", p.key,
                      b.name);
@@ -117,9 +107,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     const auto* tokens = &p.ids;
     // KV a request with its own adapters left would be reused as the base model's: erased.
     if (reg_.take_adapter(t.p.backend, *t.p.slot)) {
-        const bool erased =
-            co_await upstream::erase_slot(pool, b, *t.p.slot, cfg->cache.slot_call_timeout);
-        if (!erased) {
+        if (!(co_await llama.erase(*t.p.slot)).ok()) {
             reg_.mark_adapter(t.p.backend, *t.p.slot);
             co_return a;
         }
@@ -143,28 +131,19 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     if (p.checkpoint_at > 0 && p.checkpoint_at < tokens->size()) {
         const std::vector<int> head(tokens->begin(),
                                     tokens->begin() + static_cast<std::ptrdiff_t>(p.checkpoint_at));
-        json first = {{"prompt", head}, {"n_predict", 1}, {"id_slot", *t.p.slot},
-                      {"cache_prompt", true}, {"temperature", 0}};
-        const auto r = co_await upstream::call(pool, b, http::verb::post, "/completion",
-                                               first.dump(), cfg->timeouts.upstream_response,
-                                               in_flight);
-        const auto stats = r.status == 200 ? api::find_prompt_stats(r.body) : std::nullopt;
-        if (stats) first_primed = static_cast<std::uint64_t>(std::max(0L, stats->processed));
+        const auto r = co_await llama.prime(*t.p.slot, head, in_flight);
+        if (r.value) first_primed = static_cast<std::uint64_t>(std::max(0L, r.value->processed));
     }
     // The slot now gets exactly the prefix: what the request would compute first anyway.
-    json prime = {{"prompt", *tokens}, {"n_predict", 1}, {"id_slot", *t.p.slot},
-                  {"cache_prompt", true}, {"temperature", 0}};
-    const auto primed = co_await upstream::call(pool, b, http::verb::post, "/completion",
-                                                prime.dump(), cfg->timeouts.upstream_response,
-                                                in_flight);
+    const auto primed = co_await llama.prime(*t.p.slot, *tokens, in_flight);
     priming.reset();
-    const auto prime_stats =
-        primed.status == 200 ? api::find_prompt_stats(primed.body) : std::nullopt;
+    const auto& prime_stats = primed.value;
     const bool from_scratch = prime_stats && prime_stats->cached == 0;
     // The answer's status is not the test (a chat parser may refuse the one sampled token after
     // the prompt is in the slot): the slot must hold exactly the prefix.
-    const auto seen = primed.ec ? slot_seen{} : co_await look_at_slot(pool, b, *t.p.slot, tokens->size());
-    if (!primed.ec) {
+    const auto seen = primed.end.answered ? co_await look_at_slot(llama, *t.p.slot, tokens->size())
+                                          : slot_seen{};
+    if (primed.end.answered) {
         // The priming's prefill, from its timings or else from the slot's own count.
         a.primed = first_primed +
                    (prime_stats ? static_cast<std::uint64_t>(std::max(0L, prime_stats->processed))
@@ -212,7 +191,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     a.what = disk_action::kind::snapshotted;
     a.tokens = s.tokens;
     a.key = p.key;
-    if (from_scratch) co_await drop_checkpoints(pool, b, t, s.file, s.tokens);
+    if (from_scratch) co_await drop_checkpoints(llama, t, s.file, s.tokens);
     co_return a;
 }
 
@@ -221,16 +200,13 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
 // more; any other failure evicts nothing (cache::judge_save_failure).
 awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, const prefix& p,
                                      std::size_t tokens, cache::snapshot& s) {
-    const auto cfg = src_.current();
-    const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
+    upstream::slot_client llama(pool, src_.current(), t.p.backend);
+    const auto& b = llama.backend();
     auto* idx = p.index;
     const std::string file = cache::file_name_for(p.key);
-    const std::string target = fmt::format("/slots/{}?action=save", *t.p.slot);
-    const json save = {{"filename", file}};
     const routing::work_mark saving(reg_, t.p.backend, *t.p.slot, routing::slot_work::saving, tokens);
-    auto r = co_await upstream::call(pool, b, http::verb::post, target, save.dump(),
-                                     cfg->cache.slot_call_timeout);
-    if (!r.ec && r.status != 200) {
+    auto r = co_await llama.save(*t.p.slot, file);
+    if (r.end.answered && r.end.status != 200) {
         double per_token = default_bytes_per_token;
         {
             std::lock_guard lock(mu_);
@@ -239,7 +215,8 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
         }
         const auto need = static_cast<std::uint64_t>(static_cast<double>(tokens) * per_token * 1.1);
         const auto decision = co_await on_index(
-            index_ex_, [this, idx, key = p.key, file, status = r.status, body = r.body, need] {
+            index_ex_, [this, idx, key = p.key, file, status = r.end.status, body = r.end.body,
+                        need] {
                 remove_unindexed(*idx, key, file);  // what the failed save wrote takes room too
                 std::error_code ec;
                 const auto space = std::filesystem::space(idx->slot_dir(), ec);
@@ -255,15 +232,11 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
                 }
                 return d;
             });
-        if (decision.retry()) {
-            r = co_await upstream::call(pool, b, http::verb::post, target, save.dump(),
-                                        cfg->cache.slot_call_timeout);
-        }
+        if (decision.retry()) r = co_await llama.save(*t.p.slot, file);
     }
-    const json reply = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
-    if (!reply.is_object()) {
+    if (!r.value) {
         log()->warn("saving slot {} of {} failed ({}): going on without a snapshot", *t.p.slot,
-                    b.name, r.ec ? r.ec.message() : std::to_string(r.status));
+                    b.name, r.end.what());
         co_await on_index(index_ex_, [idx, key = p.key, file] {
             remove_unindexed(*idx, key, file);
             return true;
@@ -274,12 +247,10 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
     s.tenant = p.tenant;
     s.identity = reg_.info(t.p.backend)->identity;
     s.file = file;
-    s.tokens = reply.value("n_saved", std::uint64_t{0});
-    s.bytes = reply.value("n_written", std::uint64_t{0});
+    s.tokens = r.value->tokens;
+    s.bytes = r.value->bytes;
     s.created = s.last_used = unix_now();
-    if (auto tm = reply.find("timings"); tm != reply.end() && tm->is_object()) {
-        s.save_ms = tm->value("save_ms", 0.0);
-    }
+    s.save_ms = r.value->ms;
     const auto views = reg_.snapshot();
     s.prefill_seconds = static_cast<double>(s.tokens) /
         std::max(1.0, views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second);

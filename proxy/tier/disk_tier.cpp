@@ -19,7 +19,7 @@
 #include "routing/observations.hpp"
 #include "routing/planner.hpp"
 #include "cache/slot_file.hpp"
-#include "upstream/llama_client.hpp"
+#include "upstream/slot_client.hpp"
 
 namespace warmslot::tier {
 using namespace disk_detail;
@@ -27,20 +27,14 @@ using namespace disk_detail;
 namespace {
 
 using nlohmann::json;
-constexpr std::chrono::milliseconds render_timeout{120'000};  // /apply-template, /tokenize
 constexpr std::size_t max_counted_prefixes = 65536;  // uses_ entries (snapshot_after_uses)
-
-json parse_ok(const upstream::reply& r) {
-    if (r.ec || r.status != 200) return json();
-    return json::parse(r.body, nullptr, false);
-}
 
 // Whether a failed restore drops its file, and why (`what`). llama-server's answer is the same
 // for a damaged file and a full KV cache: the file itself tells them apart (cache/slot_file).
 awaitable<bool> drop_after_failure(net::any_io_executor index_ex, cache::index* idx,
-                                   const cache::snapshot& s, const upstream::reply& r,
+                                   const cache::snapshot& s, const upstream::call_end& r,
                                    const char*& what) {
-    const cache::slot_call_result result{static_cast<bool>(r.ec), r.status, r.body};
+    const cache::slot_call_result result{!r.answered, r.status, r.body};
     if (cache::judge_restore_failure(result) == cache::restore_failure::keep_file) co_return false;
     auto state = cache::file_state::intact;
     if (idx) {
@@ -500,40 +494,33 @@ awaitable<bool> disk_tier::wait_for_save(const std::string& key) {
 
 awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket& t,
                                           const prefix& p, const cache::snapshot& s) {
-    const auto cfg = src_.current();
-    const auto& b = cfg->backends[static_cast<std::size_t>(t.p.backend)];
+    upstream::slot_client llama(pool, src_.current(), t.p.backend);
+    const auto& b = llama.backend();
     auto* idx = p.index;
-    const std::string target = fmt::format("/slots/{}?action=restore", *t.p.slot);
-    json request = {{"filename", s.file}};
     const routing::work_mark restoring(reg_, t.p.backend, *t.p.slot, routing::slot_work::restoring,
                                        s.tokens);
     const auto called = std::chrono::steady_clock::now();
-    const auto r = co_await upstream::call(pool, b, http::verb::post, target, request.dump(),
-                                           cfg->cache.slot_call_timeout);
+    const auto r = co_await llama.restore(*t.p.slot, s.file);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - called;
-    const json reply = parse_ok(r);
     disk_action a;
     a.key = p.key;
-    if (!reply.is_object()) {
+    if (!r.value) {
         // What the slot holds now is unknown (llama-server wipes it when a file does not load;
         // a restore that timed out may still run): believed empty.
         reg_.set_held(t, {}, 0);
         a.what = disk_action::kind::restore_failed;
         const char* what = "file kept";
-        a.file_dropped = co_await drop_after_failure(index_ex_, idx, s, r, what);
+        a.file_dropped = co_await drop_after_failure(index_ex_, idx, s, r.end, what);
         log()->warn("restoring {} into {} slot {} failed ({}): {}, recomputing", s.file, b.name,
-                    *t.p.slot, r.ec ? r.ec.message() : std::to_string(r.status), what);
+                    *t.p.slot, r.end.what(), what);
         if (a.file_dropped) {
             co_await on_index(index_ex_, [idx, key = p.key] { idx->drop(key); return true; });
         }
         co_return a;
     }
     a.what = disk_action::kind::restored;
-    a.tokens = reply.value("n_restored", std::uint64_t{0});
-    double ms = 0;
-    if (auto tm = reply.find("timings"); tm != reply.end() && tm->is_object()) {
-        ms = tm->value("restore_ms", 0.0);
-    }
+    a.tokens = r.value->tokens;
+    const double ms = r.value->ms;
     reg_.set_held(t, p.levels, a.tokens);
     {
         std::lock_guard lock(mu_);
@@ -604,29 +591,15 @@ awaitable<std::optional<std::vector<int>>> disk_tier::rendered_tokens(upstream::
 // The prompt text /apply-template renders for a chat body; std::nullopt when it refuses.
 awaitable<std::optional<std::string>> disk_tier::rendered_text(upstream::pool& pool, int backend,
                                                                const json& body) {
-    const auto cfg = src_.current();
-    const auto& b = cfg->backends[static_cast<std::size_t>(backend)];
-    const json text = parse_ok(co_await upstream::call(pool, b, http::verb::post,
-                                                       "/apply-template", body.dump(),
-                                                       render_timeout));
-    if (!text.contains("prompt") || !text["prompt"].is_string()) co_return std::nullopt;
-    co_return text["prompt"].get<std::string>();
+    upstream::slot_client llama(pool, src_.current(), backend);
+    co_return (co_await llama.apply_template(body)).value;
 }
 
 // `text` tokenized as the chat endpoint does: special tokens added and parsed.
 awaitable<std::optional<std::vector<int>>> disk_tier::tokens_of(upstream::pool& pool, int backend,
                                                                 std::string text) {
-    const auto cfg = src_.current();
-    const auto& b = cfg->backends[static_cast<std::size_t>(backend)];
-    json req = {{"content", std::move(text)}, {"add_special", true}, {"parse_special", true}};
-    const json r = parse_ok(co_await upstream::call(pool, b, http::verb::post, "/tokenize",
-                                                    req.dump(), render_timeout));
-    if (!r.contains("tokens") || !r["tokens"].is_array()) co_return std::nullopt;
-    try {
-        co_return r["tokens"].get<std::vector<int>>();
-    } catch (const json::exception&) {
-        co_return std::nullopt;
-    }
+    upstream::slot_client llama(pool, src_.current(), backend);
+    co_return (co_await llama.tokenize(std::move(text))).value;
 }
 
 }  // namespace warmslot::tier

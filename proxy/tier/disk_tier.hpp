@@ -36,6 +36,7 @@
 #include "net/beast.hpp"
 #include "routing/registry.hpp"
 #include "upstream/pool.hpp"
+#include "upstream/slot_client.hpp"
 
 namespace boost::asio {
 class thread_pool;
@@ -275,8 +276,8 @@ private:
                                     bool on_demand, warm_watch* watch = nullptr);
     awaitable<bool> save_file(upstream::pool& pool, routing::ticket& t, const prefix& p,
                               std::size_t tokens, cache::snapshot& s);
-    awaitable<void> drop_checkpoints(upstream::pool& pool, const config::backend& b,
-                                     routing::ticket& t, std::string file, std::uint64_t tokens);
+    awaitable<void> drop_checkpoints(upstream::slot_client& llama, routing::ticket& t,
+                                     std::string file, std::uint64_t tokens);
     awaitable<std::optional<std::vector<int>>> prefix_tokens(upstream::pool& pool, int backend,
                                                              const nlohmann::json& messages,
                                                              const nlohmann::json& body,
