@@ -43,10 +43,9 @@ awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing:
                              : backend.ctx_checkpoints);
     {
         std::lock_guard lock(mu_);
-        costs.overshoot_tokens =
-            rollbacks_[t.p.backend].expected_overshoot(p.key, found->tokens, prior);
-        costs.restore_bytes_per_second =
-            restore_rates_[t.p.backend].estimate(found->bytes, found->save_ms);
+        auto& state = backends_[t.p.backend];
+        costs.overshoot_tokens = state.rollbacks.expected_overshoot(p.key, found->tokens, prior);
+        costs.restore_bytes_per_second = state.restores.estimate(found->bytes, found->save_ms);
     }
     const auto choice = cache::choose_restore_or_rollback(costs);
     const auto& name = backend.name;

@@ -210,8 +210,8 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
         double per_token = default_bytes_per_token;
         {
             std::lock_guard lock(mu_);
-            if (auto it = bytes_per_token_.find(t.p.backend); it != bytes_per_token_.end())
-                per_token = it->second;
+            if (auto it = backends_.find(t.p.backend); it != backends_.end())
+                per_token = it->second.bytes_per_token.value_or(default_bytes_per_token);
         }
         const auto need = static_cast<std::uint64_t>(static_cast<double>(tokens) * per_token * 1.1);
         const auto decision = co_await on_index(
@@ -256,7 +256,8 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
         std::max(1.0, views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second);
     if (s.tokens > 0 && s.bytes > 0) {
         std::lock_guard lock(mu_);
-        bytes_per_token_[t.p.backend] = static_cast<double>(s.bytes) / static_cast<double>(s.tokens);
+        backends_[t.p.backend].bytes_per_token =
+            static_cast<double>(s.bytes) / static_cast<double>(s.tokens);
     }
     co_return true;
 }
@@ -275,14 +276,15 @@ void disk_tier::check(int backend, const disk_action& a, const std::optional<api
         const auto cached = static_cast<std::uint64_t>(std::max(0L, s->cached));
         const auto processed = static_cast<std::uint64_t>(std::max(0L, s->processed));
         std::lock_guard lock(mu_);
-        rollbacks_[backend].observe(a.key, a.kept_prefix_tokens, cached + processed, processed);
+        backends_[backend].rollbacks.observe(a.key, a.kept_prefix_tokens, cached + processed,
+                                             processed);
         return;
     }
     if (a.what != disk_action::kind::restored || !s || a.tokens == 0 || !a.judged) return;
     const bool useful =
         cache::restore_was_useful(a.tokens, static_cast<std::uint64_t>(std::max(0L, s->cached)));
     std::lock_guard lock(mu_);
-    auto& judge = judges_[backend];
+    auto& judge = backends_[backend].judge;
     if (!judge.record(useful, cache::policy_clock::now())) return;
     const auto pause = std::chrono::duration_cast<std::chrono::seconds>(
         judge.off_until - cache::policy_clock::now());

@@ -128,20 +128,20 @@ cache::index* disk_tier::index_for(int backend) const {
 bool disk_tier::restores_allowed(int backend) {
     const auto info = reg_.info(backend);
     std::lock_guard lock(mu_);
-    auto& judge = judges_[backend];
+    auto& judge = backends_[backend].judge;
     if (info) judge.observe_identity(info->identity);  // another model or build: judged afresh
     return judge.allowed(cache::policy_clock::now());
 }
 
 bool disk_tier::saves_allowed(int backend) const {
     std::lock_guard lock(mu_);
-    const auto it = save_backoff_.find(backend);
-    return it == save_backoff_.end() || it->second.allowed(cache::policy_clock::now());
+    const auto it = backends_.find(backend);
+    return it == backends_.end() || it->second.saves.allowed(cache::policy_clock::now());
 }
 
 void disk_tier::saved(int backend, bool ok) {
     std::lock_guard lock(mu_);
-    auto& b = save_backoff_[backend];
+    auto& b = backends_[backend].saves;
     if (ok) {
         b.succeeded();
         return;
@@ -524,7 +524,7 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
     reg_.set_held(t, p.levels, a.tokens);
     {
         std::lock_guard lock(mu_);
-        restore_rates_[t.p.backend].observe(s.bytes, ms);
+        backends_[t.p.backend].restores.observe(s.bytes, ms);
     }
     if (on_restore_) on_restore_(t.p.backend, took.count());
     co_await on_index(index_ex_, [idx, key = p.key, ms] {

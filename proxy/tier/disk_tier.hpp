@@ -316,11 +316,15 @@ private:
     // (backend, slot) -> block chain of the last request prepared there (one per slot)
     std::map<std::pair<int, int>, std::vector<std::uint64_t>> slot_blocks_;
     cache::key_leases leases_;                    // keys being looked up, saved or restored
-    std::map<int, cache::restore_judge> judges_;  // per backend: are restores useful there
-    std::map<int, cache::save_backoff> save_backoff_;  // per backend: saves after failures
-    std::map<int, double> bytes_per_token_;       // per backend: of its last saved file
-    std::map<int, cache::rollback_memory> rollbacks_;  // per backend: what rollbacks recomputed
-    std::map<int, cache::restore_rate> restore_rates_;  // per backend: measured restores
+    // What the tier learned of one backend from its own calls there, under mu_.
+    struct backend_state {
+        cache::restore_judge judge;             // are restores useful there
+        cache::save_backoff saves;              // saves after failures
+        std::optional<double> bytes_per_token;  // of its last saved file
+        cache::rollback_memory rollbacks;       // what rollbacks recomputed
+        cache::restore_rate restores;           // measured restores
+    };
+    std::map<int, backend_state> backends_;  // by backend index
     std::atomic<std::uint64_t> primed_total_{0};
     // listing(): the last listing read, the indexes' change counts it was read at, and whether a
     // read is under way.
