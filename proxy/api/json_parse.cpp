@@ -184,8 +184,23 @@ bool fast_parser::array(json& out, int depth) {
     }
 }
 
+// The bytes from `p`, inside a string, to its closing quote (or to the end of the text): at
+// most what they decode to. Each quote is checked by the backslashes right before it, so the
+// scan is linear.
+std::size_t rest_of_string(const char* p, const char* end) {
+    for (const char* q = p; q != end; ++q) {
+        q = static_cast<const char*>(std::memchr(q, '"', static_cast<std::size_t>(end - q)));
+        if (q == nullptr) break;
+        const char* b = q;
+        while (b != p && b[-1] == '\\') --b;
+        if ((q - b) % 2 == 0) return static_cast<std::size_t>(q - p);
+    }
+    return static_cast<std::size_t>(end - p);
+}
+
 // A string at p_ (on its opening quote), decoded into `out`. Runs of plain bytes are copied
-// in one append each.
+// in one append each. A string with escapes is sized once at its first: grown by appends, a
+// long one would be copied at each doubling, and hold the old copy and the new at once.
 bool fast_parser::string(std::string& out) {
     out.clear();
     const char* run = ++p_;
@@ -194,6 +209,9 @@ bool fast_parser::string(std::string& out) {
         if (p_ == end_) return false;
         const auto c = static_cast<unsigned char>(*p_);
         if (c == '"' || c == '\\') {
+            if (c == '\\' && out.empty()) {
+                out.reserve(static_cast<std::size_t>(p_ - run) + rest_of_string(p_, end_));
+            }
             out.append(run, static_cast<std::size_t>(p_ - run));
             ++p_;
             if (c == '"') return true;
