@@ -218,7 +218,7 @@ public:
     using net::execution_context::shutdown;  // protected in execution_context
 };
 
-workers::workers(std::size_t n) {
+workers::workers(std::size_t n) : compute_((n + 1) / 2) {
     for (std::size_t i = 0; i < n; ++i) {
         contexts_.push_back(std::make_unique<own_context>(1));
         guards_.push_back(std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
@@ -255,6 +255,9 @@ void workers::join() {
         if (t.joinable()) t.join();
     }
     threads_.clear();
+    // Not stopped: its queued jobs run, and the coroutines they resume wait in the stopped
+    // io_contexts, destroyed by shutdown with the rest.
+    compute_.join();
 }
 
 server::server(const config::source& src, workers& w, handler h, screen s)

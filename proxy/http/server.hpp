@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <boost/asio/thread_pool.hpp>
+
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "http/refusals.hpp"
@@ -47,16 +49,22 @@ using handler = std::function<awaitable<void>(exchange&)>;
 // body is not read. Called on the worker serving the request.
 using screen = std::function<bool(const http::request_header<>&)>;
 
-// A fixed set of single-threaded io_contexts.
+// A fixed set of single-threaded io_contexts, and a small pool for the CPU-heavy work of
+// their requests (parsing a large body), which never runs on an I/O thread.
 class workers {
 public:
     explicit workers(std::size_t n);
     ~workers();
     std::size_t size() const { return contexts_.size(); }
     net::io_context& context(std::size_t i);
+    // The compute pool: (n + 1) / 2 threads, running from construction. A job posted there
+    // from a request's coroutine resumes it on its worker when done. Thread-safe.
+    net::thread_pool::executor_type compute() { return compute_.get_executor(); }
     void start();     // one thread per io_context
-    void join();      // waits for the threads (after stop)
-    void stop();      // stops every io_context at once
+    // Waits for the threads (after stop), then for the compute pool's jobs, whose completions
+    // wait in the stopped io_contexts for shutdown.
+    void join();
+    void stop();      // stops every io_context at once; the compute pool's jobs run on
     // After join: destroys every pending handler and suspended coroutine frame now, while what
     // their destructors use (the registry a reservation goes back to, ...) is still alive.
     void shutdown();
@@ -65,6 +73,7 @@ private:
     std::vector<std::unique_ptr<own_context>> contexts_;
     std::vector<std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>>> guards_;
     std::vector<std::thread> threads_;
+    net::thread_pool compute_;  // destroyed before the io_contexts its jobs resume on
 };
 
 class server {

@@ -25,11 +25,29 @@ std::shared_ptr<spdlog::logger> access_log() {
     return logger;
 }
 
+// A body this large is parsed on the compute pool, and its DOM and text are freed there; a
+// smaller one is parsed in place, where parsing it costs less than the two thread hops would
+// (docs/benchmarks.md, "Request body parsing").
+constexpr std::size_t inline_parse_bytes = 64 * 1024;
+
+// What the compute pool hands back: the DOM, and the text it held while parsing it.
+struct parsed_body {
+    nlohmann::json dom;
+    std::string text;
+};
+
+// On the compute pool. The text is owned here while it is parsed, so nothing it refers to can
+// go away with the connection meanwhile.
+awaitable<parsed_body> parse_owned(std::string text) {
+    auto dom = api::parse_json(text);
+    co_return parsed_body{std::move(dom), std::move(text)};
+}
+
 }  // namespace
 
 pipeline::pipeline(const config::source& src, http_server::workers& w, routing::registry& reg,
                    tier::disk_tier* disk)
-    : src_(src), reg_(reg), disk_(disk), rewriter_(src.current()->rewrite) {
+    : src_(src), reg_(reg), disk_(disk), compute_(w.compute()), rewriter_(src.current()->rewrite) {
     for (std::size_t i = 0; i < w.size(); ++i) {
         // Workers are stopped explicitly: their idle connections may keep a timer armed.
         pools_.push_back(std::make_unique<upstream::pool>(w.context(i).get_executor(), 64,
@@ -54,9 +72,18 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
     // The checks come before the body is parsed: a client without a key costs no parsing.
     const gate g = screen(*out.cfg, ep, ex.request, &out.caller);
     nlohmann::json body;
+    const bool large = ex.request.body().size() >= inline_parse_bytes;
     if (g == gate::pass &&
         (ep.kind == api::endpoint_kind::forward_json || ep.kind == api::endpoint_kind::explain)) {
-        body = api::parse_json(ex.request.body());
+        if (large) {
+            // Moved to the pool and back, never copied: the forwarded body is this text.
+            auto parsed = co_await net::co_spawn(
+                compute_, parse_owned(std::move(ex.request.body())), net::use_awaitable);
+            ex.request.body() = std::move(parsed.text);
+            body = std::move(parsed.dom);
+        } else {
+            body = api::parse_json(ex.request.body());
+        }
         if (const auto m = body.find("model"); m != body.end() && m->is_string()) {
             out.cls.model = m->get<std::string>();
         }
@@ -116,6 +143,9 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
     const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
     log_access(ex, out, took.count());
     record(ex, out, body, took.count());
+    // A DOM of many nodes takes milliseconds to free, and unmapping a large text is not free
+    // either: neither is done on the I/O thread.
+    if (large) net::post(compute_, [dom = std::move(body), text = std::move(ex.request.body())] {});
 }
 
 // Why a request is refused before it reaches a backend, if it is. `body` is the parsed JSON

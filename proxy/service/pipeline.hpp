@@ -190,6 +190,7 @@ private:
     const config::source& src_;
     routing::registry& reg_;
     tier::disk_tier* disk_;
+    net::thread_pool::executor_type compute_;  // the workers' pool for CPU-heavy work
     starter* starter_ = nullptr;
     http_server::refusal_counts* refusals_ = nullptr;
     rewrite::rewriter rewriter_;
