@@ -103,23 +103,42 @@ bool worth_preparing(const routing::fingerprint& fp) {
     return prefix > 2 * routing::floating_similarity * static_cast<double>(fp.total_bytes);
 }
 
-// The body to send: pinned to `slot`, or without any id_slot the client may have sent (a
-// client's id_slot could name a busy slot, which can hang llama-server).
-std::string prepared_body(const std::string& body, const nlohmann::json* parsed,
-                          std::optional<int> slot) {
+// The body to send, as pieces of the client's body (which lives to the end of the request):
+// pinned to `slot` by a field inserted after its opening brace, or rewritten without any id_slot
+// the client may have sent (a client's id_slot could name a busy slot, which can hang
+// llama-server).
+struct outgoing_body {
+    std::string_view before;  // the client's body up to its opening brace, or all of it
+    std::string field;        // inserted after `before`
+    std::string_view after;
+    std::string owned;        // a rewritten body, sent instead of the pieces
+    std::size_t size() const {
+        return owned.empty() ? before.size() + field.size() + after.size() : owned.size();
+    }
+};
+
+outgoing_body prepared_body(const std::string& body, const nlohmann::json* parsed,
+                            std::optional<int> slot) {
+    outgoing_body out;
     const bool client_pinned = parsed && parsed->contains("id_slot");
-    if (!slot && !client_pinned) return body;
+    if (!slot && !client_pinned) {
+        out.before = body;
+        return out;
+    }
     if (client_pinned) {
         nlohmann::json copy = *parsed;
         if (slot) copy["id_slot"] = *slot;
         else copy.erase("id_slot");
-        return copy.dump();
+        out.owned = copy.dump();
+        return out;
     }
     const auto brace = body.find('{');
     const auto next = body.find_first_not_of(" \t\r\n", brace + 1);
-    const std::string field = fmt::format("\"id_slot\":{}", *slot);
     const bool empty_object = next != std::string::npos && body[next] == '}';
-    return body.substr(0, brace + 1) + field + (empty_object ? "" : ",") + body.substr(brace + 1);
+    out.before = std::string_view(body).substr(0, brace + 1);
+    out.field = fmt::format("\"id_slot\":{}{}", *slot, empty_object ? "" : ",");
+    out.after = std::string_view(body).substr(brace + 1);
+    return out;
 }
 
 // The request line and headers sent to the backend: the client's end-to-end headers in their
@@ -175,9 +194,11 @@ awaitable<void> await_body_bytes(upstream::connection& up, const config::config&
 // One try against one backend over one connection.
 awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& up,
                                forward_state& st, outcome& out, const config::config& cfg,
-                               const config::backend& b, std::string body, header_list extra) {
+                               const config::backend& b, outgoing_body body, header_list extra) {
     const std::string head = upstream_head(ex.request, b, body.size());
-    const std::array<net::const_buffer, 2> request{net::buffer(head), net::buffer(body)};
+    const std::array<net::const_buffer, 4> request{net::buffer(head),
+        body.owned.empty() ? net::buffer(body.before) : net::buffer(body.owned),
+        net::buffer(body.field), net::buffer(body.after)};
     up.stream.expires_after(cfg.timeouts.connect);
     auto [ec, n] = co_await net::async_write(up.stream, request, nothrow);
     http::response_parser<http::buffer_body> p;
@@ -608,10 +629,10 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                 if (disk_) disk_->check(t.p.backend, out.disk, stats);
                 r.complete(fp ? &*fp : nullptr, stats, clock::now());
             };
-            std::string prepared =
+            outgoing_body prepared =
                 cfg.routing.enabled
                     ? prepared_body(ex.request.body(), body, pin ? slot : std::nullopt)
-                    : ex.request.body();
+                    : prepared_body(ex.request.body(), nullptr, std::nullopt);
             st.on_started = nullptr;
             if (planned) {
                 r.sent();
