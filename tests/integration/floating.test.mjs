@@ -99,10 +99,13 @@ test('llama -np 2: requests sent while a rival slot is erased wait for it, and k
       temperature: 0, system: [{ type: 'text', text: doc }], messages: [{ role: 'user', content: question }] });
     const chatBody = (question) => ({ messages: [{ role: 'system', content: doc }, { role: 'user', content: question }],
       max_tokens: 4, temperature: 0 });
-    // Both slots hold the document and a question of their own.
-    const both = await Promise.all([messages('Question one: what is on the first line?', 40),
-      messages('Question two: which word comes last?', 41)]);
+    // Both slots hold the document and a question of their own: the answers are long enough
+    // that the first still runs when the second is planned, also on a loaded machine.
+    const both = await Promise.all([messages('Question one: what is on the first line?', 400),
+      messages('Question two: which word comes last?', 401)]);
     for (const r of both) assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
+    const prepared = both.map((r) => r.headers.get('x-warmslot-expected-slot'));
+    assert.notEqual(prepared[0], prepared[1], `both questions were prepared on slot ${prepared[0]}: no rival to erase`);
     // The next floating question finds a rival: the erase is held on its way to llama-server.
     relay.holdOnly = /[?&]action=erase/;
     const floating = messages('Question three: how many lines are there?', 42);
