@@ -76,7 +76,9 @@ for (const arch of ['llama', 'qwen35']) {
   test(`${arch}: LoRA and base requests alternating answer as from scratch`, { timeout: 600000 }, async (t) => {
     const extra = ['--lora', runScript('tests/models/lora.sh', [arch]), '--lora-init-without-apply'];
     const llama = await startLlama({ arch, slots: 2, ctx: 8192, extra });
-    const ref = await startLlama({ arch, slots: 2, ctx: 8192, extra });
+    // The reference's RAM prompt cache is off: an erase does not empty it, and a Messages
+    // reference would otherwise reuse its earlier requests' prompts instead of computing anew.
+    const ref = await startLlama({ arch, slots: 2, ctx: 8192, extra: [...extra, '--cache-ram', '0'] });
     const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
       extra: diskSettings });
     try {
