@@ -47,8 +47,8 @@ void remove_unindexed(cache::index& idx, const std::string& key, const std::stri
 
 }  // namespace
 
-// A priming that computed the prefix from scratch left only its own context checkpoints in the
-// slot, near the prefix's end (at n-4 and n-4-n_ubatch). On a hybrid model they would later push
+// A priming that computed the prefix from scratch on a hybrid or recurrent model left only its
+// own context checkpoints in the slot, near the prefix's end (at n-4 and n-4-n_ubatch). On a hybrid model they would later push
 // out the checkpoint llama-server makes where the request's last user message starts (one closer
 // than --checkpoint-min-step to an earlier checkpoint is dropped), so the next question on the
 // same prefix would roll back n_ubatch tokens further than without warmslot. Restoring the file
@@ -191,7 +191,14 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     a.what = disk_action::kind::snapshotted;
     a.tokens = s.tokens;
     a.key = p.key;
-    if (from_scratch) co_await drop_checkpoints(llama, t, s.file, s.tokens);
+    // Only a model that rolls back to checkpoints alone has any to drop: on a full-attention
+    // model the reload would be a second transfer of the whole file before the first token, and
+    // a sliding-window model run without --swa-full recomputes everything after a restore. A
+    // model whose architecture is not known is reloaded, as a hybrid one would need.
+    const auto info = reg_.info(t.p.backend);
+    const bool checkpoints_only = !info || info->architecture.empty() ||
+                                  routing::rolls_back_to_checkpoints_only(info->architecture);
+    if (from_scratch && checkpoints_only) co_await drop_checkpoints(llama, t, s.file, s.tokens);
     co_return a;
 }
 
