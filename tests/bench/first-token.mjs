@@ -15,15 +15,14 @@
 //                <!-- first-token:end --> in docs/benchmarks.md
 //
 // Every process is started on 127.0.0.1 and stopped at the end, also on error.
-import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
-import path from 'node:path';
 import { execSync } from 'node:child_process';
 import { getJson, postJson, startLlama } from '../integration/lib/llama.mjs';
-import { repoRoot, sleep, waitFor } from '../integration/lib/procs.mjs';
+import { dutyCycle, repoRoot, sleep, waitFor } from '../integration/lib/procs.mjs';
 import { startWarmslot } from '../integration/lib/warmslot.mjs';
 import { makeDocument } from '../integration/lib/text.mjs';
+import { replaceDocSection } from './lib/doc-section.mjs';
 
 function parseArgs(argv) {
   const o = { archs: [], bytes: 12000, rounds: 3, duty: 40, writeDoc: false };
@@ -48,25 +47,6 @@ function parseArgs(argv) {
 }
 
 const periodMs = 500;
-
-// Stops `pid` for all but `run` ms of every `period` ms until stopped; ends with it running.
-function dutyCycle(pid, run) {
-  if (run >= periodMs) return async () => {};
-  let on = true;
-  const done = (async () => {
-    while (on) {
-      try { process.kill(pid, 'SIGSTOP'); } catch { return; }
-      await sleep(periodMs - run);
-      try { process.kill(pid, 'SIGCONT'); } catch { return; }
-      await sleep(run);
-    }
-  })();
-  return async () => {
-    on = false;
-    await done;
-    try { process.kill(pid, 'SIGCONT'); } catch { /* gone */ }
-  };
-}
 
 // One streamed chat request on a connection of its own: milliseconds to the head, to the first
 // content delta and to the end, and warmslot's headers or trailers.
@@ -122,7 +102,7 @@ async function runArch(arch, o, log) {
         // warmslot sees the erased slots before it plans (its reconcile runs every 100 ms).
         await sleep(500);
         const doc = makeDocument(9100 + 10 * r + (side === 'straight' ? 0 : 1), o.bytes);
-        const stop = dutyCycle(llama.proc.child.pid, o.duty);
+        const stop = dutyCycle(llama.proc.child.pid, o.duty, periodMs);
         try {
           row[side] = await timedChat(side === 'straight' ? llama.url : ws.url, doc);
         } finally {
@@ -155,17 +135,6 @@ function table(arch, o, rows) {
   return lines.join('\n');
 }
 
-function writeDoc(text) {
-  const file = path.join(repoRoot, 'docs/benchmarks.md');
-  const doc = fs.readFileSync(file, 'utf8');
-  const begin = '<!-- first-token:begin -->';
-  const end = '<!-- first-token:end -->';
-  const a = doc.indexOf(begin);
-  const b = doc.indexOf(end);
-  if (a < 0 || b < a) throw new Error('docs/benchmarks.md has no first-token:begin / first-token:end markers');
-  fs.writeFileSync(file, `${doc.slice(0, a + begin.length)}\n${text}\n${doc.slice(b)}`);
-}
-
 const o = parseArgs(process.argv.slice(2));
 const out = [];
 for (const arch of o.archs) {
@@ -180,4 +149,4 @@ const header = `Measured ${new Date().toISOString().slice(0, 10)} on ${os.cpus()
   `${o.archs.length === 2 ? '' : o.archs.map((a) => ` --arch ${a}`).join('')} --bytes ${o.bytes} --rounds ${o.rounds} --duty ${o.duty}\`.`;
 const text = [header, '', ...out.flatMap((t) => [t, ''])].join('\n').trimEnd();
 console.log(text);
-if (o.writeDoc) writeDoc(text);
+if (o.writeDoc) replaceDocSection('first-token', text);

@@ -16,13 +16,13 @@
 // process is started on 127.0.0.1 and stopped at the end, also on error.
 import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { llamaServerBin, modelPath, postJson, questionTokens } from '../integration/lib/llama.mjs';
-import { repoRoot, tempDir } from '../integration/lib/procs.mjs';
+import { tempDir } from '../integration/lib/procs.mjs';
 import { startWarmslot } from '../integration/lib/warmslot.mjs';
 import { chat, makeDocument } from '../integration/lib/text.mjs';
 import { promptTokensTotal } from './lib/client.mjs';
+import { replaceDocSection } from './lib/doc-section.mjs';
 
 function parseArgs(argv) {
   const o = { tokens: 32000, swaps: 5, writeDoc: false };
@@ -149,17 +149,6 @@ function table(opts, results, load) {
   return lines.join('\n');
 }
 
-function writeDoc(text) {
-  const file = path.join(repoRoot, 'docs/benchmarks.md');
-  const doc = fs.readFileSync(file, 'utf8');
-  const begin = '<!-- swap:begin -->';
-  const end = '<!-- swap:end -->';
-  const a = doc.indexOf(begin);
-  const b = doc.indexOf(end);
-  if (a < 0 || b < a) throw new Error('docs/benchmarks.md has no swap:begin / swap:end markers');
-  fs.writeFileSync(file, `${doc.slice(0, a + begin.length)}\n${text}\n${doc.slice(b)}`);
-}
-
 const opts = parseArgs(process.argv.slice(2));
 const docs = { a: makeDocument(3201, opts.tokens), b: makeDocument(3202, opts.tokens) };
 const warm = await run('warmslot', opts, docs, true);
@@ -167,4 +156,4 @@ const cold = await run('no-cache', opts, docs, false);
 const text = table(opts, { warm, cold }, os.loadavg().map((l) => l.toFixed(1)).join(' '));
 console.log(text);
 for (const r of warm.rows) console.error(`warmslot ${r.m}: ${r.tokens} tokens, ${r.seconds.toFixed(1)} s, ${r.disk || '-'}`);
-if (opts.writeDoc) writeDoc(text);
+if (opts.writeDoc) replaceDocSection('swap', text);

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { getJson, postJson, startLlama } from './lib/llama.mjs';
 import { eraseSlots } from './lib/answers.mjs';
-import { sleep, waitFor } from './lib/procs.mjs';
+import { dutyCycle, sleep, waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
 import { makeDocument } from './lib/text.mjs';
 import { startRelay } from './lib/relay.mjs';
@@ -113,24 +113,6 @@ const cases = [
     body: (doc, q) => ({ model: 'tiny', system: doc, messages: [{ role: 'user', content: q }],
       max_tokens: 16, temperature: 0, stream: true }) },
 ];
-
-// Stops `pid` for all but `run` ms of every `period` ms until stopped; ends with it running.
-function dutyCycle(pid, run, period) {
-  let on = true;
-  const done = (async () => {
-    while (on) {
-      try { process.kill(pid, 'SIGSTOP'); } catch { return; }
-      await sleep(period - run);
-      try { process.kill(pid, 'SIGCONT'); } catch { return; }
-      await sleep(run);
-    }
-  })();
-  return async () => {
-    on = false;
-    await done;
-    try { process.kill(pid, 'SIGCONT'); } catch { /* gone */ }
-  };
-}
 
 test('a stream held while warmslot primes a long document gets keep-alive and the straight answer', { timeout: 900000 }, async (t) => {
   const llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 + docBytes * 2 });

@@ -63,6 +63,27 @@ export async function waitFor(what, check, timeoutMs = 60000, everyMs = 50) {
   throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
 }
 
+// Slows process `pid` to a fraction of its speed: stopped (SIGSTOP) for all but `run` ms of
+// every `period` ms until the returned function is called, which ends with it running. A `run`
+// of the whole period leaves it alone.
+export function dutyCycle(pid, run, period = 500) {
+  if (run >= period) return async () => {};
+  let on = true;
+  const done = (async () => {
+    while (on) {
+      try { process.kill(pid, 'SIGSTOP'); } catch { return; }
+      await sleep(period - run);
+      try { process.kill(pid, 'SIGCONT'); } catch { return; }
+      await sleep(run);
+    }
+  })();
+  return async () => {
+    on = false;
+    await done;
+    try { process.kill(pid, 'SIGCONT'); } catch { /* gone */ }
+  };
+}
+
 // Starts a process whose output goes to a log file. Returns a handle with stop() and exited.
 export function startProcess(cmd, args, { logFile, env } = {}) {
   const out = fs.openSync(logFile, 'a');
