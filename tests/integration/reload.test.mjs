@@ -49,15 +49,23 @@ async function openStream(ws, key, maxTokens = 10000) {
     stream.finish = ev.choices?.[0]?.finish_reason ?? stream.finish;
     sawFirst();
   });
+  // Awaited by the test; marked handled here so that a failed assertion before that await is
+  // what the test reports, not the stream cut when warmslot stops.
+  stream.finished.catch(() => {});
   await firstEvent;
   return stream;
 }
 
+// The file is replaced whole (written aside, then renamed), and what is awaited is the outcome
+// of the SIGHUP, which reads the file after the rename: the file watcher may also reload, and on
+// a loaded machine a plain rewrite can show it a truncated file for a moment.
 async function reloadWith(ws, yaml) {
-  const before = count(logText(ws), 'config reload');
-  fs.writeFileSync(ws.configFile, yaml);
+  const before = count(logText(ws), '(SIGHUP)');
+  const aside = `${ws.configFile}.new`;
+  fs.writeFileSync(aside, yaml);
+  fs.renameSync(aside, ws.configFile);
   ws.proc.child.kill('SIGHUP');
-  await waitFor('the reload to be logged', () => count(logText(ws), 'config reload') > before, 10000);
+  await waitFor('the reload to be logged', () => count(logText(ws), '(SIGHUP)') > before, 10000);
 }
 
 test('a config edit during a stream: the stream completes, the next request uses the new config', async () => {
