@@ -125,7 +125,7 @@ std::string random_child_key() {
     return key;
 }
 
-std::vector<std::string> supervised_argv(const config::backend& b) {
+std::vector<std::string> supervised_argv(const config::backend& b, bool isolated) {
     std::vector<std::string> argv = b.command;
     if (b.host.starts_with('/')) {
         argv.insert(argv.end(), {"--host", b.host});
@@ -137,6 +137,11 @@ std::vector<std::string> supervised_argv(const config::backend& b) {
     // Explicit slots keep slot contents stable (llama-server's defaults move idle slots into its
     // RAM cache and clear them, which defeats routing and slot files).
     if (!has_flag(argv, {"-np", "--parallel"})) argv.insert(argv.end(), {"-np", "4"});
+    // Tenant isolation: no RAM prompt cache, which would hand one tenant's cached state to
+    // another's request (config validation refuses a command that turns it on).
+    if (isolated && !has_flag(argv, {"-cram", "--cache-ram"})) {
+        argv.insert(argv.end(), {"--cache-ram", "0"});
+    }
     return argv;
 }
 

@@ -13,8 +13,9 @@ namespace warmslot::app {
 
 // `b.command` plus --host b.host (a UNIX socket's path, which llama-server binds when it ends
 // in ".sock"; else 127.0.0.1 with --port b.port), --slot-save-path b.slot_save_path (when set),
-// --metrics and -np 4 unless the command already has them.
-std::vector<std::string> supervised_argv(const config::backend& b);
+// --metrics and -np 4 unless the command already has them; with `isolated` (cache.isolation:
+// tenant) also --cache-ram 0 unless it sets --cache-ram itself.
+std::vector<std::string> supervised_argv(const config::backend& b, bool isolated = false);
 
 // Whether a variable of warmslot's environment passes to a supervised llama-server: what a
 // program needs to run (PATH, HOME, locale, time zone, temporary and library directories, the

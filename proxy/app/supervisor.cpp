@@ -176,7 +176,7 @@ void supervisor::reap(const config::backend& b, int index, child& c, clock::time
 void supervisor::launch(int index, const config::backend& b, child& c) {
     const auto now = clock::now();
     process_options opts;
-    opts.argv = supervised_argv(b);
+    opts.argv = supervised_argv(b, src_.current()->cache.isolated());
     opts.guard = self_guard();  // a SIGKILLed warmslot leaves no llama-server behind
     // A key of its own for each start: one the previous process (or whatever read it there)
     // knew is worth nothing to the new one. Calls made from now on send it.

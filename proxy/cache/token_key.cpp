@@ -46,4 +46,15 @@ std::size_t common_blocks(std::span<const std::uint64_t> a,
     return static_cast<std::size_t>(ia - a.begin());
 }
 
+std::string key_scope(std::string_view identity, const std::string* tenant) {
+    std::string out(identity);
+    if (tenant != nullptr) {
+        // A separator no identity holds (identities are printable text), then the tenant.
+        out += '\x1f';
+        out += "tenant=";
+        out += *tenant;
+    }
+    return out;
+}
+
 }  // namespace warmslot::cache

@@ -43,6 +43,11 @@ private:
     std::vector<std::uint64_t> blocks_;
 };
 
+// What a chain is seeded with: the backend identity, and under tenant isolation
+// (cache.isolation: tenant) the tenant (non-null) too, so that one tenant's keys never name
+// another's files, in a slot directory, a replica's or the shared tier.
+std::string key_scope(std::string_view identity, const std::string* tenant);
+
 // How many leading blocks two chains of the same identity share.
 std::size_t common_blocks(std::span<const std::uint64_t> a,
                           std::span<const std::uint64_t> b) noexcept;

@@ -310,6 +310,13 @@ cache_settings reader::read_cache(const entry& e) const {
                  {"shared_timeout", [&](const entry& v) { out.shared_timeout = read_duration(v); }},
                  {"shared_across_tenants",
                   [&](const entry& v) { out.shared_across_tenants = read_bool(v); }},
+                 {"isolation",
+                  [&](const entry& v) {
+                      const std::string mode = read_scalar(v, "shared or tenant");
+                      if (mode == "shared") out.isolation = isolation_mode::shared;
+                      else if (mode == "tenant") out.isolation = isolation_mode::tenant;
+                      else fail(v.line, v.path, "expected shared or tenant, found \"" + mode + "\"");
+                  }},
                  {"tenant_max_disk",
                   [&](const entry& v) { out.tenant_max_disk = read_tenant_budgets(v); }}});
     if (out.dir.empty()) out.dir = default_cache_dir();
@@ -513,6 +520,7 @@ config reader::read(const YAML::Node& root) {
     if (cache) check_tenant_budgets(*cache, c);
     default_slot_paths(c, top, backends_line);
     if (cache) check_shared_dir(*cache, c);
+    if (cache) check_isolation(*cache, c);
     return c;
 }
 

@@ -163,6 +163,12 @@ struct routing_settings {
     millis reconcile_interval{1'000};         // how often GET /slots is compared with beliefs
 };
 
+// What one tenant's requests may take from what another's left (docs/security.md,
+// "Strict isolation"): `shared` lets any tenant reuse the slots and files another's requests
+// filled (its own text, sent again); `tenant` makes the tenant part of every slot file key and
+// gives a tenant's request no slot state another tenant's request left.
+enum class isolation_mode { shared, tenant };
+
 // The disk tier: prefixes kept as slot files (see docs/config.md, "cache").
 struct cache_settings {
     bool enabled = true;
@@ -190,6 +196,8 @@ struct cache_settings {
     // (entries are named by the prefix and the tenant); true: any tenant's, as the slot
     // directories do.
     bool shared_across_tenants = false;
+    isolation_mode isolation = isolation_mode::shared;
+    bool isolated() const noexcept { return isolation == isolation_mode::tenant; }
     // Per-tenant budgets (cache.tenant_max_disk), per directory like max_disk: a tenant's files
     // over its budget are evicted, none of another tenant's. By tenant name, "" the default
     // tenant; "*" is every tenant not named. Tenants without one have only max_disk.

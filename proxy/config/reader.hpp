@@ -68,6 +68,9 @@ class reader {
     void check_tenant_budgets(const entry& cache, const config& c) const;
     // After the slot directories are known: cache.shared_dir is none of them (backend.cpp).
     void check_shared_dir(const entry& cache, const config& c) const;
+    // cache.isolation: tenant with nothing that undoes it (a shared tier open across tenants, a
+    // supervised llama-server's RAM prompt cache turned on) (backend.cpp).
+    void check_isolation(const entry& cache, const config& c) const;
     std::string read_api_key(const entry& e) const;
     void check_api_key(const entry& e, const std::string& key, const std::string& from) const;
     limits read_limits(const entry& e) const;

@@ -88,6 +88,16 @@ reload_plan plan_reload(const config& running, config parsed) {
                               " takes effect at the next start");
         parsed.tls = running.tls;
     }
+    // Isolation decides the flags of the llama-servers warmslot starts and every slot file's key:
+    // it changes with them, at the next start.
+    if (parsed.cache.isolation != running.cache.isolation) {
+        out.changes.push_back(std::string("cache.isolation: ") +
+                              (parsed.cache.isolated() ? "tenant" : "shared") +
+                              " takes effect at the next start");
+        parsed.cache.isolation = running.cache.isolation;
+        parsed.cache.shared_across_tenants =
+            parsed.cache.shared_across_tenants && !running.cache.isolated();
+    }
     out.next = std::move(parsed);
     return out;
 }

@@ -73,17 +73,19 @@ slot_view* registry::slot_of(backend_state& b, int id) {
 }
 
 plan registry::preview(const fingerprint* fp, std::string_view model, clock::time_point now,
-                       const std::string* tenant) const {
+                       const std::string* tenant, bool isolated) const {
     std::lock_guard lock(mu_);
-    return plan_locked(fp, model, now, true, all_backends, tenant);
+    return plan_locked(fp, model, now, true, all_backends, tenant, isolated && tenant != nullptr);
 }
 
 ticket registry::reserve(const fingerprint* fp, std::string_view model,
                          std::uint64_t request_bytes, clock::time_point now, bool allow_wait,
-                         std::size_t backends, bool takes_slot, std::string_view tenant) {
+                         std::size_t backends, bool takes_slot, std::string_view tenant,
+                         bool isolated) {
     std::lock_guard lock(mu_);
     ticket t;
-    t.p = plan_locked(fp, model, now, allow_wait, backends);
+    const std::string whose(tenant);
+    t.p = plan_locked(fp, model, now, allow_wait, backends, isolated ? &whose : nullptr, isolated);
     t.id = next_ticket_++;
     t.request_bytes = request_bytes;
     t.takes_slot = takes_slot;
@@ -99,7 +101,7 @@ ticket registry::reserve(const fingerprint* fp, std::string_view model,
 
 plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
                            bool allow_wait, std::size_t backends,
-                           const std::string* tenant) const {
+                           const std::string* tenant, bool isolated) const {
     // Copy-assigned into the same vector every time: the slots' and levels' buffers are reused.
     auto& views = views_;
     views.resize(backends_.size());
@@ -124,11 +126,23 @@ plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock:
         for (auto& slot : views[i].slots) {
             slot.busy = slot.busy || unknown;
             if (slot.busy) slot.busy_until = std::max(slot.busy_until, now + min_wait);
-            if (tenant && slot.owner != *tenant) {  // another tenant's prompt: seen as empty
-                slot.held.clear();
-                slot.held_tokens = 0;
-                slot.session = 0;
-                slot.recent_hits = 0;
+            if (tenant && slot.owner != *tenant) {
+                if (isolated) {
+                    // Nothing to reuse there, but as much to lose as before: its value as a
+                    // victim stays (tokens estimated from bytes when unknown).
+                    if (slot.held_tokens == 0 && !slot.held.empty()) {
+                        slot.held_tokens = static_cast<std::uint64_t>(
+                            static_cast<double>(slot.held.back().bytes) *
+                            views[i].tokens_per_byte) + 1;
+                    }
+                    slot.held.clear();
+                    slot.session = 0;
+                } else {  // another tenant's prompt: seen as empty
+                    slot.held.clear();
+                    slot.held_tokens = 0;
+                    slot.session = 0;
+                    slot.recent_hits = 0;
+                }
             }
         }
         if (!backends_[i].rate_learned && rates > 0) views[i].prefill_tokens_per_second = rate_sum / rates;

@@ -104,16 +104,19 @@ public:
     // allow_wait false: never plan to wait for a busy slot (after a wait that gave up).
     // `backends`: only the first this many are candidates (the caller's config snapshot may be
     // older than the registry after a reload). `takes_slot`: see ticket::takes_slot.
-    // `tenant`: whose request it is (ticket::tenant).
+    // `tenant`: whose request it is (ticket::tenant). `isolated` (cache.isolation: tenant): a
+    // slot another tenant's request filled holds nothing this request may reuse; it stays worth
+    // what it holds as a victim (rule 6 of `choose`), and no prefix counts as evicted.
     ticket reserve(const fingerprint* fp, std::string_view model, std::uint64_t request_bytes,
                    clock::time_point now, bool allow_wait = true,
                    std::size_t backends = all_backends, bool takes_slot = true,
-                   std::string_view tenant = {});
+                   std::string_view tenant = {}, bool isolated = false);
     // What reserve would plan now, without reserving anything (POST /warmslot/explain).
     // `tenant` non-null: planned as if every slot another tenant's request filled were empty and
-    // no prefix had been evicted, so the plan tells the caller nothing of other tenants' prompts.
+    // no prefix had been evicted, so the plan tells the caller nothing of other tenants' prompts;
+    // with `isolated`, as reserve plans under isolation (those slots keep their value).
     plan preview(const fingerprint* fp, std::string_view model, clock::time_point now,
-                 const std::string* tenant = nullptr) const;
+                 const std::string* tenant = nullptr, bool isolated = false) const;
 
     // A request sent to `backend` without a plan for it (failover): counted like an unpinned
     // ticket, so no slot there is pinned while it runs. end_unpinned when it is over.
@@ -220,6 +223,9 @@ public:
     ahead_state ahead(int backend, int slot, const fingerprint& request) const;
 
     std::vector<backend_view> snapshot() const;
+    // Whether one of the first `backends` backends has a slot a plan could pin now: healthy, no
+    // request placed by llama-server in flight there, the slot neither reserved nor busy.
+    bool has_idle_slot(std::size_t backends = all_backends) const;
     counters totals() const;
     std::optional<backend_info> info(int backend) const;
     // Backends serve more than one model file. Without the lock: kept up to date whenever a
@@ -267,7 +273,7 @@ private:
     void evicted(backend_state& b, const std::vector<prefix_level>& levels);
     plan plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
                      bool allow_wait, std::size_t backends = all_backends,
-                     const std::string* tenant = nullptr) const;
+                     const std::string* tenant = nullptr, bool isolated = false) const;
     ticket reserve_locked(ticket t, clock::time_point now);
     plan prefer_previous_backend(const plan_input& in, const std::vector<backend_view>& views,
                                  plan p) const;

@@ -97,6 +97,21 @@ void registry::set_preparing(const ticket& t, bool on) {
     if (!on) notify();
 }
 
+bool registry::has_idle_slot(std::size_t backends) const {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < backends_.size() && i < backends; ++i) {
+        const auto& b = backends_[i];
+        if (b.retired || b.stopped || !b.view.healthy || b.checks_done < b.trusted_after ||
+            slots_unknown(b)) {
+            continue;
+        }
+        for (std::size_t s = 0; s < b.view.slots.size(); ++s) {
+            if (!b.view.slots[s].busy && b.reserved_by[s] == 0 && !b.outside_busy[s]) return true;
+        }
+    }
+    return false;
+}
+
 bool registry::preparing(int backend) const {
     std::lock_guard lock(mu_);
     if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return false;

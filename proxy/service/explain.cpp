@@ -93,9 +93,12 @@ awaitable<void> pipeline::explain(http_server::exchange& ex, outcome& out, nlohm
     const std::string model = reg_.multi_model() ? out.cls.model : std::string();
     // A client or observer plans against its own tenant's slots only: explain must not tell
     // whether another tenant sent a prompt (an admin sees what a request would really get).
+    // Under tenant isolation everyone's request is planned that way, an admin's too.
     const bool all = !out.caller || out.caller->role == config::key_role::admin;
+    const std::string tenant = out.caller ? out.caller->tenant : std::string();
+    const bool isolated = cfg.cache.isolated();
     const auto p = reg_.preview(fp ? &*fp : nullptr, model, routing::clock::now(),
-                                all ? nullptr : &out.caller->tenant);
+                                all && !isolated ? nullptr : &tenant, isolated);
     nlohmann::json plan = {
         {"route", std::string(routing::name(p.why))},
         {"backend", p.backend >= 0

@@ -391,7 +391,8 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     const bool takes_slot = may_take_slot(out.cls, std::string_view(ex.request.target()));
     const auto plan_now = [&](bool allow_wait) {
         return reg_.reserve(fp ? &*fp : nullptr, model, bytes, clock::now(), allow_wait, known,
-                            takes_slot, out.caller ? out.caller->tenant : std::string());
+                            takes_slot, out.caller ? out.caller->tenant : std::string(),
+                            cfg.cache.isolated());
     };
     // Ends however this coroutine ends: an exception or a destroyed coroutine cancels it.
     routing::reservation t(reg_, plan_now(true));
@@ -417,6 +418,19 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                     t = routing::reservation(reg_, plan_now(false));
                 }
                 waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
+            }
+            // Tenant isolation: no idle slot means llama-server's queue, which hands the request
+            // the first slot to free up, whoever's prompt it holds. It waits here instead.
+            if (cfg.cache.isolated() && cfg.routing.enabled && takes_slot && fp &&
+                t->p.backend >= 0 && !t->p.slot) {
+                const auto start = clock::now();
+                const bool got = co_await wait_for_idle(cfg, t, [&] { return plan_now(false); }, st);
+                if (st.client_gone) co_return;
+                waited_ms += std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
+                if (!got) {
+                    st.isolation_wait_failed = true;
+                    break;
+                }
             }
             const int suspect = co_await send(ex, out, st, t, view, body, waited_ms, round == 0,
                                               takes_slot);
@@ -445,6 +459,12 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     out.client_gone = st.client_gone && !st.answered;
     if (st.client_gone) {
         ex.keep_alive = false;
+        co_return;
+    }
+    if (!st.headers_sent && st.isolation_wait_failed) {
+        co_await fail(ex, out, api::error_kind::backend_unavailable,
+                      "no slot came free within routing.max_wait; tenant isolation keeps "
+                      "requests out of llama-server's queue");
         co_return;
     }
     if (!st.headers_sent) {
@@ -556,13 +576,23 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         // marked from now until llama-server has started this request, or this try is over.
         if (planned && pin) r.preparing(true);
         std::optional<cache::token_chain> chain;
-        if (tiered) chain = co_await disk_->request_tokens(pool, static_cast<int>(i), *fp, *view.chat());
+        if (tiered) {
+            chain = co_await disk_->request_tokens(pool, static_cast<int>(i), *fp, *view.chat(),
+                                                   t.tenant);
+        }
         if (slot && may_recheck && pool.stale_count(b.host, b.port) != stale_before) {
             r.preparing(false);
             co_return static_cast<int>(i);
         }
         if (slot && !lora && cfg.routing.enabled) {
             co_await clear_adapter_kv(pool, cfg, static_cast<int>(i), t, !takes_id_slot(shape));
+        }
+        // Tenant isolation: nothing another tenant's request left in a slot may serve this one.
+        // A slot that cannot be emptied is not used: the next backend is tried as after a failure.
+        if (cfg.cache.isolated() && cfg.routing.enabled && takes_slot &&
+            !co_await isolate(pool, static_cast<int>(i), t, slot, pin, fp ? &*fp : nullptr, out)) {
+            if (planned) r.preparing(false);
+            continue;
         }
         if (tiered && chain) {
             r.preparing(true);

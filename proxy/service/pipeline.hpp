@@ -140,6 +140,18 @@ private:
                               const routing::fingerprint& fp, forward_state& st);
     awaitable<void> await_checks(const config::config& cfg, int backend, forward_state& st,
                                  outcome& out, const char* why);
+    // Tenant isolation (service/isolation.cpp): the slots of `backend` that hold another
+    // tenant's state and could serve this request are emptied first. False: its own slot could
+    // not be.
+    awaitable<bool> isolate(upstream::pool& pool, int backend, routing::ticket& t,
+                            std::optional<int> slot, bool pin,
+                            const routing::fingerprint* fp, outcome& out);
+    // Under isolation, a request that found no idle slot waits for one rather than join
+    // llama-server's queue (which hands it the first slot to free, whoever's). False: none
+    // came within routing.max_wait.
+    awaitable<bool> wait_for_idle(const config::config& cfg, routing::reservation& t,
+                                  const std::function<routing::ticket()>& plan_again,
+                                  forward_state& st);
     awaitable<void> clear_adapter_kv(upstream::pool& pool, const config::config& cfg, int backend,
                                      routing::ticket& t, bool floating);
     // What send() returns besides the index of a backend to check.

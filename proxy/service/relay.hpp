@@ -27,6 +27,8 @@ struct forward_state {
     // answer, not a client gone in the middle.
     bool answered = false;
     bool headers_sent = false;
+    // Tenant isolation: no slot came free for the request within routing.max_wait.
+    bool isolation_wait_failed = false;
     // The stream's head went out early (stream_keeper): the answer goes on in its framing.
     bool early_head = false;
     bool upstream_reusable = false; // the response was read in full and allows keep-alive

@@ -150,7 +150,8 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
         for (std::size_t i = 0; i < m->levels.size(); ++i) p.messages.push_back(messages[i]);
         p.body = m->body.get();
         p.tenant = charge_to ? *charge_to : m->tenant;
-        const auto chain = co_await request_chain(pool, t.p.backend, *m->body);
+        // Keyed as the owner's request keyed it: under isolation the owner is part of the key.
+        const auto chain = co_await request_chain(pool, t.p.backend, *m->body, m->tenant);
         if (!chain || !co_await place_tokens(pool, t.p.backend, p, *chain) || p.key != m->key) {
             r.reason = "its prefix no longer renders to the tokens it had";
             co_return r;
@@ -204,7 +205,8 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     const auto cfg = src_.current();
     routing::reservation held(
         reg_, reg_.reserve(&*fp, reg_.multi_model() ? model : std::string(), fp->total_bytes,
-                           routing::clock::now(), false, cfg->backends.size(), true, tenant));
+                           routing::clock::now(), false, cfg->backends.size(), true, tenant,
+                           cfg->cache.isolated()));
     auto& t = *held;
     if (t.p.backend < 0) {
         if (t.p.unknown_model) {
@@ -240,7 +242,7 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
                                      src_.current()->cache.min_prefix_tokens));
     }
     p->tenant = std::move(tenant);
-    const auto chain = co_await request_chain(pool, t.p.backend, body);
+    const auto chain = co_await request_chain(pool, t.p.backend, body, p->tenant);
     if (!chain || !co_await place_tokens(pool, t.p.backend, *p, *chain)) {
         co_return refuse(api::error_kind::bad_request,
                          "the messages before the final user turn do not render as a prefix of "

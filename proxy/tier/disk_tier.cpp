@@ -196,14 +196,17 @@ std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
 
 awaitable<std::optional<cache::token_chain>> disk_tier::request_chain(upstream::pool& pool,
                                                                       int backend,
-                                                                      const json& body) {
+                                                                      const json& body,
+                                                                      const std::string& tenant) {
     const auto info = reg_.info(backend);
     if (!info || info->identity.empty()) co_return std::nullopt;
     json whole = body;
     whole.erase("stream");
     auto tokens = co_await rendered_tokens(pool, backend, whole);
     if (!tokens || tokens->empty()) co_return std::nullopt;
-    co_return cache::token_chain(info->identity, std::move(*tokens));
+    co_return cache::token_chain(
+        cache::key_scope(info->identity, src_.current()->cache.isolated() ? &tenant : nullptr),
+        std::move(*tokens));
 }
 
 awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefix& p,
@@ -269,12 +272,13 @@ std::optional<disk_tier::prefix> disk_tier::learned_prefix(int backend,
 }
 
 awaitable<std::optional<cache::token_chain>> disk_tier::request_tokens(
-    upstream::pool& pool, int backend, const routing::fingerprint& fp, const json& body) {
+    upstream::pool& pool, int backend, const routing::fingerprint& fp, const json& body,
+    const std::string& tenant) {
     if (!enabled_for(backend)) co_return std::nullopt;
     // The whole prompt holds every prefix a file could keep.
     if (!may_reach(fp.total_bytes, src_.current()->cache.min_prefix_tokens)) co_return std::nullopt;
     try {
-        co_return co_await request_chain(pool, backend, body);
+        co_return co_await request_chain(pool, backend, body, tenant);
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
     }

@@ -137,12 +137,14 @@ public:
     bool enabled_for(int backend) const;
 
     // A chat request's prompt tokens as the backend renders them (/apply-template, /tokenize),
-    // chained under its identity; std::nullopt when the request is too short for any file, the
-    // tier is off for the backend, or the backend refuses to render it. Called before the
-    // slot's state is trusted: its calls are the first to meet a restarted backend.
+    // chained under its identity (and, under tenant isolation, `tenant`: cache::key_scope);
+    // std::nullopt when the request is too short for any file, the tier is off for the backend,
+    // or the backend refuses to render it. Called before the slot's state is trusted: its calls
+    // are the first to meet a restarted backend.
     awaitable<std::optional<cache::token_chain>> request_tokens(upstream::pool& pool, int backend,
                                                                 const routing::fingerprint& fp,
-                                                                const nlohmann::json& body);
+                                                                const nlohmann::json& body,
+                                                                const std::string& tenant);
 
     // Before a chat request planned on a slot runs, with its tokens: restore the longest file
     // that holds a prefix of them when the slot does not hold it, or prime the slot with a
@@ -158,6 +160,17 @@ public:
     // (routing::floating_rivals). Never throws.
     awaitable<void> clear_rivals(upstream::pool& pool, const routing::ticket& t,
                                  const routing::fingerprint& fp);
+
+    // Tenant isolation (cache.isolation: tenant): the slot `t` reserves, which another tenant's
+    // request filled, is given to `t`'s tenant empty. Its valuable prefix is saved first when it
+    // is not on disk yet (charged to `t.tenant`, as any save one tenant's request causes of what
+    // another's left), then it is erased. The slot need not be `t`'s planned one: a reservation
+    // of reserve_idle_slot works too. Never throws.
+    struct hand_over_result {
+        bool emptied = false;      // the slot holds nothing now
+        std::uint64_t primed = 0;  // prompt tokens llama-server computed to save the prefix
+    };
+    awaitable<hand_over_result> hand_over(upstream::pool& pool, routing::ticket& t);
 
     // After the response: judges whether the restore was useful. Several useless ones in a row
     // mean this backend cannot restore usefully (e.g. a sliding-window model without
@@ -216,9 +229,10 @@ private:
     std::optional<prefix> stable_prefix(int backend, const routing::fingerprint& fp,
                                         const nlohmann::json& body);
     // The request's prompt tokens as the chat endpoint makes them, chained under the backend's
-    // identity.
+    // identity and, under tenant isolation, the tenant whose request they are.
     awaitable<std::optional<cache::token_chain>> request_chain(upstream::pool& pool, int backend,
-                                                               const nlohmann::json& body);
+                                                               const nlohmann::json& body,
+                                                               const std::string& tenant);
     // Fills p's tokens and key from its messages, when they render as a prefix of `chain`.
     awaitable<bool> place_tokens(upstream::pool& pool, int backend, prefix& p,
                                  const cache::token_chain& chain);

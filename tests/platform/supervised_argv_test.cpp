@@ -59,6 +59,19 @@ TEST_CASE("supervised argv: the user's command first, then what warmslot needs")
     }
 }
 
+TEST_CASE("supervised_argv: tenant isolation turns the RAM prompt cache off unless the command set it") {
+    auto b = make({"llama-server", "-np", "2"}, "");
+    CHECK(warmslot::app::supervised_argv(b, true) ==
+          std::vector<std::string>{"llama-server", "-np", "2", "--host", "127.0.0.1", "--port",
+                                   "41234", "--metrics", "--cache-ram", "0"});
+    b = make({"llama-server", "-np", "2", "-cram", "0"}, "");
+    CHECK(warmslot::app::supervised_argv(b, true) ==
+          std::vector<std::string>{"llama-server", "-np", "2", "-cram", "0", "--host",
+                                   "127.0.0.1", "--port", "41234", "--metrics"});
+    CHECK(warmslot::app::supervised_argv(make({"llama-server", "-np", "2"}, ""), false).back() ==
+          "--metrics");
+}
+
 TEST_CASE("supervised env: the allow-list passes, secrets stay, env wins") {
     const std::vector<std::string> parent = {
         "PATH=/usr/bin:/bin",

@@ -237,3 +237,31 @@ TEST_CASE("config: backend names are safe, unique directory names") {
     CHECK(parse("backends:\n  - {name: .hidden-1, command: [s]}\n").backends[0].slot_save_path ==
           "/home/u/.cache/warmslot/state/slots/.hidden-1");
 }
+
+TEST_CASE("cache.isolation: shared by default; tenant refuses what would undo it") {
+    CHECK_FALSE(parse("backends:\n  - {name: a, url: http://h:1}\n").cache.isolated());
+    const auto c = parse(
+        "backends:\n  - {name: a, command: [llama-server, --cache-ram, '0']}\n"
+        "cache:\n  isolation: tenant\n");
+    CHECK(c.cache.isolated());
+    CHECK(parse("backends:\n  - {name: a, command: [s, --cache-ram=0]}\n"
+                "cache:\n  isolation: shared\n  shared_across_tenants: true\n")
+              .cache.shared_across_tenants);
+    const warmslot::test::bad_case bad[] = {
+        {"backends:\n  - {name: a, url: http://h:1}\ncache:\n  isolation: strict\n",
+         "cache.isolation", 4, "expected shared or tenant, found \"strict\""},
+        {"backends:\n  - {name: a, url: http://h:1}\n"
+         "cache:\n  shared_across_tenants: true\n  isolation: tenant\n",
+         "cache.isolation", 5, "contradict"},
+        {"backends:\n  - {name: a, command: [llama-server, --cache-ram, '4096']}\n"
+         "cache:\n  isolation: tenant\n",
+         "cache.isolation", 4, "backend a runs llama-server with --cache-ram 4096"},
+        {"backends:\n  - {name: a, command: [llama-server, -cram, '-1']}\n"
+         "cache:\n  isolation: tenant\n",
+         "cache.isolation", 4, "--cache-ram -1"},
+        {"backends:\n  - {name: a, command: [llama-server, --cache-ram=8192]}\n"
+         "cache:\n  isolation: tenant\n",
+         "cache.isolation", 4, "--cache-ram 8192"},
+    };
+    for (const auto& b : bad) check_rejected(b);
+}

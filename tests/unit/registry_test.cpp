@@ -323,6 +323,61 @@ TEST_CASE("registry: a tenant-scoped preview sees no other tenant's prompt, hit 
     CHECK(reg.preview(&fp, "", now, &b).why == routing::route::miss_new_prefix);
 }
 
+TEST_CASE("registry: under isolation another tenant's slot is no hit, and a victim only after empty ones") {
+    routing::planner_settings settings;
+    settings.scratch_slot = false;
+    routing::registry reg({"b"}, settings);
+    make_ready(reg, 1, 3);
+    const auto now = routing::clock::now();
+    const auto fp = document('a');
+    auto t = reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends, true,
+                         "a", true);
+    REQUIRE(t.p.slot);
+    const int a_slot = *t.p.slot;
+    reg.complete(t, &fp, stats(0, 2000), now);
+    REQUIRE(reg.snapshot()[0].slots[static_cast<std::size_t>(a_slot)].owner == "a");
+    // a's own request finds it.
+    auto again = reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends,
+                             true, "a", true);
+    CHECK(again.p.why == routing::route::hit);
+    CHECK(again.p.slot == a_slot);
+    reg.release(again);
+    // b's identical request: a new prefix, on an empty slot, never a's.
+    const std::string b = "b";
+    const auto preview = reg.preview(&fp, "", now, &b, true);
+    CHECK(preview.why == routing::route::miss_new_prefix);
+    CHECK(preview.expected_cached_tokens == 0);
+    auto tb = reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends,
+                          true, "b", true);
+    CHECK(tb.p.why == routing::route::miss_new_prefix);
+    REQUIRE(tb.p.slot);
+    CHECK(*tb.p.slot != a_slot);
+    reg.complete(tb, &fp, stats(0, 2000), now);
+    // Without isolation b's request reuses a's slot (the text is b's own, sent again).
+    auto shared = reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends,
+                              true, "c");
+    CHECK(shared.p.why == routing::route::hit);
+    reg.release(shared);
+}
+
+TEST_CASE("registry: has_idle_slot is false while every slot is reserved") {
+    routing::registry reg({"b"}, routing::planner_settings{});
+    make_ready(reg, 1, 2);
+    const auto now = routing::clock::now();
+    CHECK(reg.has_idle_slot());
+    const auto d1 = document('a');
+    const auto d2 = document('b');
+    auto t1 = reg.reserve(&d1, "", d1.total_bytes, now);
+    auto t2 = reg.reserve(&d2, "", d2.total_bytes, now);
+    REQUIRE(t1.p.slot);
+    REQUIRE(t2.p.slot);
+    CHECK_FALSE(reg.has_idle_slot());
+    CHECK_FALSE(reg.has_idle_slot(0));
+    reg.release(t1);
+    CHECK(reg.has_idle_slot());
+    reg.release(t2);
+}
+
 TEST_CASE("registry: a slot's work from warmslot's marks and from GET /slots") {
     routing::registry reg({"b"}, routing::planner_settings{});
     make_ready(reg, 1, 2);

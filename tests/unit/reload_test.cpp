@@ -88,6 +88,25 @@ TEST_CASE("reload: the listen address waits for a restart, other settings apply"
     CHECK(plan.changes[0].find("next start") != std::string::npos);
 }
 
+TEST_CASE("reload: cache.isolation waits for a restart") {
+    auto running = with({make("a", "http://127.0.0.1:1")});
+    auto parsed = running;
+    parsed.cache.isolation = isolation_mode::tenant;
+    parsed.cache.min_prefix_tokens = 4096;
+    auto plan = plan_reload(running, parsed);
+    CHECK_FALSE(plan.next.cache.isolated());
+    CHECK(plan.next.cache.min_prefix_tokens == 4096);
+    REQUIRE(plan.changes.size() == 1);
+    CHECK(plan.changes[0] == "cache.isolation: tenant takes effect at the next start");
+    // Turned off: the running isolation holds, and with it no sharing across tenants.
+    running.cache.isolation = isolation_mode::tenant;
+    parsed.cache.isolation = isolation_mode::shared;
+    parsed.cache.shared_across_tenants = true;
+    plan = plan_reload(running, parsed);
+    CHECK(plan.next.cache.isolated());
+    CHECK_FALSE(plan.next.cache.shared_across_tenants);
+}
+
 TEST_CASE("reload: a supervised backend is its command line and keeps its running address") {
     backend s;
     s.name = "s";

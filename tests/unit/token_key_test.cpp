@@ -134,3 +134,20 @@ TEST_CASE("split points: observe reports the points it makes, once") {
     CHECK(sp.observe("m", token_chain("m", cat(system, run(30'000, 500))).blocks(), 3, &made) == 10);
     CHECK(made.empty());
 }
+
+TEST_CASE("key_scope: under isolation a tenant's keys are its own") {
+    const std::vector<int> tokens(200, 7);
+    const std::string a = "a", b = "b";
+    const warmslot::cache::token_chain shared("model-x", tokens);
+    const warmslot::cache::token_chain of_a(warmslot::cache::key_scope("model-x", &a), tokens);
+    const warmslot::cache::token_chain of_b(warmslot::cache::key_scope("model-x", &b), tokens);
+    CHECK(warmslot::cache::key_scope("model-x", nullptr) == "model-x");
+    CHECK(shared.key_at(150) == warmslot::cache::token_chain("model-x", tokens).key_at(150));
+    CHECK(of_a.key_at(150) != of_b.key_at(150));
+    CHECK(of_a.key_at(150) != shared.key_at(150));
+    CHECK(of_a.key_at(150) == warmslot::cache::token_chain(warmslot::cache::key_scope("model-x", &a), tokens).key_at(150));
+    // The default tenant under isolation is not the unscoped chain either.
+    const std::string none;
+    CHECK(warmslot::cache::token_chain(warmslot::cache::key_scope("model-x", &none), tokens).key_at(150) !=
+          shared.key_at(150));
+}
