@@ -179,6 +179,17 @@ int runtime::run(const run_options& options) {
     spdlog::info("listening on {}:{}{} with {} workers, {} backends", cfg->listen.host,
                  server_.port(), cfg->tls.enabled() ? " (TLS, " + cfg->tls.cert_file + ")" : "",
                  workers_.size(), cfg->backends.size());
+    if (cfg->cache.isolated()) {
+        // warmslot adds --cache-ram 0 to what it starts; a url backend's flags are not its own.
+        for (const auto& b : cfg->backends) {
+            if (!b.supervised()) {
+                spdlog::warn("cache.isolation: tenant: backend {} is not started by warmslot; run "
+                             "it with --cache-ram 0, or its RAM prompt cache can give one "
+                             "tenant's request another tenant's cached prompt",
+                             b.name);
+            }
+        }
+    }
     monitor_.start();
     supervisor_.start();
     watch_file();
