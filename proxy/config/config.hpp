@@ -180,6 +180,9 @@ struct cache_settings {
     std::uint64_t max_disk = 50ull * 1024 * 1024 * 1024; // bytes of slot files per directory
     std::uint64_t min_prefix_tokens = 2048;  // shorter stable prefixes are not snapshotted
     std::uint64_t snapshot_after_uses = 1;   // snapshot a prefix on its Nth use
+    // A streamed request pinned on a full-attention model runs at once and its prefix's file is
+    // saved after the answer (tier/disk_after.cpp); false: primed and saved before it.
+    bool save_after_answer = true;
     millis slot_call_timeout{120'000};       // one slot save or restore call to llama-server
     // On a miss, bring the prefix's file from another backend's slot directory with the same
     // identity (a replica): hard link, or copy across file systems.

@@ -513,6 +513,37 @@ std::function<std::string()> pipeline::progress_source(int backend, int slot, st
     };
 }
 
+namespace {
+bool streamed(const nlohmann::json* body) {
+    if (body == nullptr || !body->is_object()) return false;
+    const auto it = body->find("stream");
+    return it != body->end() && it->is_boolean() && it->get<bool>();
+}
+}  // namespace
+
+// After the answer of a request whose prefix's file is due: the save, while the slot is still
+// reserved and marked as being prepared (a request llama-server places itself waits for it),
+// then the reservation completes with the answer's stats. The file is saved only when
+// llama-server's count of the prompt is warmslot's (the prefix is then the start of what the
+// slot holds).
+awaitable<void> pipeline::save_after_answer(upstream::pool& pool, routing::reservation& r,
+                                            outcome& out, const routing::fingerprint* fp,
+                                            const api::prompt_stats& stats,
+                                            const cache::token_chain& chain) {
+    auto& t = *r;
+    const auto prompt = static_cast<std::uint64_t>(std::max(0L, stats.cached) +
+                                                   std::max(0L, stats.processed));
+    if (prompt == chain.size()) {
+        r.preparing(true);
+        out.disk = co_await disk_->save_after_answer(
+            pool, t, out.disk, prompt, static_cast<std::uint64_t>(std::max(0L, stats.predicted)));
+        r.preparing(false);
+    } else {
+        disk_->forget_due(t.p.backend, *t.p.slot);
+    }
+    r.complete(fp, stats, clock::now());
+}
+
 // The planned backend first (pinned if planned so), then the others unpinned. Returns
 // sent_done when an answer was relayed; the planned backend's index when it showed a sign of
 // a restart (`may_recheck`: a dead pooled connection under a request planned on a slot, pinned
@@ -536,6 +567,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
     // a backend outside the group).
     const std::string model = reg_.multi_model() ? out.cls.model : std::string();
     std::optional<std::vector<routing::backend_view>> views;
+    std::optional<api::prompt_stats> answered;  // the planned try's, when a file is due
     for (std::size_t k = 0; k < cfg.backends.size() && !st.client_gone; ++k) {
         const auto chosen = t.p.backend < 0 ? 0 : static_cast<std::size_t>(t.p.backend);
         const std::size_t i = k == 0 ? chosen : (k <= chosen ? k - 1 : k);
@@ -606,7 +638,8 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                     progress_interval);
             }
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat(), *chain,
-                                               out.caller ? out.caller->tenant : std::string());
+                                               out.caller ? out.caller->tenant : std::string(),
+                                               pin && cfg.cache.save_after_answer && streamed(body));
             if (progress) out.keeper->set_progress(nullptr, progress_interval);
             // Nothing done to the slot: it is not being prepared (a floating request waiting
             // for its turn below must not be taken for one preparing its prefix).
@@ -654,9 +687,16 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             if (st.client_gone) break;  // left while we connected: send nothing
             st.current = conn.get();
             st.completed = false;
+            // A file due after the answer is saved before the slot is given back: the
+            // reservation completes after the save.
+            answered.reset();
             st.on_complete = [&, planned](const std::optional<api::prompt_stats>& stats) {
                 if (!planned) return;
                 if (disk_) disk_->check(t.p.backend, out.disk, stats);
+                if (out.disk.save_due > 0 && stats) {
+                    answered = stats;
+                    return;
+                }
                 r.complete(fp ? &*fp : nullptr, stats, clock::now());
             };
             outgoing_body prepared =
@@ -681,6 +721,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                 if (st.upstream_reusable && !st.client_gone) pool.release(std::move(conn));
                 if (!planned) r.cancel();
                 st.complete(out.stats);  // if the answer was cut short: recorded now
+                if (planned && answered) co_await save_after_answer(pool, r, out, fp ? &*fp : nullptr, *answered, *chain);
                 co_return sent_done;
             }
             if (result == attempt::backend_failed) break;
@@ -691,6 +732,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                 co_return static_cast<int>(i);
             }
         }
+        if (planned && out.disk.save_due > 0) disk_->forget_due(t.p.backend, *t.p.slot);
         if (planned) r.preparing(false);  // nothing more is done on the slot by this request
         if (planned && !st.client_gone) {
             if (connect_failed && may_recheck) co_return static_cast<int>(i);

@@ -160,6 +160,10 @@ private:
     std::function<std::string()> progress_source(int backend, int slot, std::size_t total,
                                                  api::api_shape shape, std::string id,
                                                  std::string model);
+    awaitable<void> save_after_answer(upstream::pool& pool, routing::reservation& r, outcome& out,
+                                      const routing::fingerprint* fp,
+                                      const api::prompt_stats& stats,
+                                      const cache::token_chain& chain);
     awaitable<int> send(http_server::exchange& ex, outcome& out, forward_state& st,
                         routing::reservation& r, const prompt_view& view,
                         const nlohmann::json* body, std::int64_t waited_ms, bool may_recheck,

@@ -53,6 +53,14 @@ awaitable<bool> drop_after_failure(net::any_io_executor index_ex, cache::index* 
 }  // namespace
 
 std::string describe(const disk_action& a) {
+    if (a.save_due > 0 && !a.after_answer) {
+        // Sent in the answer's headers: the save comes after the answer.
+        if (a.what == disk_action::kind::restored)
+            return fmt::format("restored {} tokens, snapshot {} tokens after the answer", a.tokens,
+                               a.save_due);
+        if (a.what == disk_action::kind::none)
+            return fmt::format("snapshot {} tokens after the answer", a.save_due);
+    }
     switch (a.what) {
         case disk_action::kind::none: return a.choice.empty() ? "" : "slot kept: " + a.choice;
         case disk_action::kind::restored:
@@ -62,13 +70,15 @@ std::string describe(const disk_action& a) {
                 return fmt::format("restored {} tokens (from replica {}, {})", a.tokens, a.from,
                                    a.brought);
             if (a.extended_to > 0)
-                return fmt::format("restored {} tokens, then snapshot {} tokens", a.tokens,
-                                   a.extended_to);
+                return fmt::format("restored {} tokens, then snapshot {} tokens{}", a.tokens,
+                                   a.extended_to, a.after_answer ? " saved after the answer" : "");
             return a.choice.empty()
                        ? fmt::format("restored {} tokens", a.tokens)
                        : fmt::format("restored {} tokens, cheaper than a rollback: {}", a.tokens,
                                      a.choice);
-        case disk_action::kind::snapshotted: return fmt::format("snapshot {} tokens", a.tokens);
+        case disk_action::kind::snapshotted:
+            return a.after_answer ? fmt::format("snapshot {} tokens saved after the answer", a.tokens)
+                                  : fmt::format("snapshot {} tokens", a.tokens);
         case disk_action::kind::restore_failed:
             return a.file_dropped ? "restore failed, file dropped, recomputed"
                                   : "restore failed, file kept, recomputed";
@@ -287,7 +297,8 @@ awaitable<std::optional<cache::token_chain>> disk_tier::request_tokens(
 
 awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket& t,
                                           const routing::fingerprint& fp, const json& body,
-                                          const cache::token_chain& chain, std::string tenant) {
+                                          const cache::token_chain& chain, std::string tenant,
+                                          bool save_after_answer) {
     disk_action none;
     if (!t.p.slot || !enabled_for(t.p.backend)) co_return none;
     auto* idx = index_for(t.p.backend);
@@ -314,7 +325,7 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             co_return co_await restore_or_keep(pool, t, *msg, judged);
         }
         co_return co_await miss(pool, t, std::move(msg), std::move(learned), chain, judged,
-                                fp.floating, slot_common);
+                                fp.floating, slot_common, save_after_answer && !fp.floating);
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
         if (msg && !msg->key.empty()) remember(t.p.backend, *t.p.slot, *msg);
@@ -330,7 +341,8 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
 awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
                                        std::optional<prefix> msg, std::optional<prefix> learned,
                                        const cache::token_chain& chain, bool judged,
-                                       bool floating, std::optional<std::size_t> slot_common) {
+                                       bool floating, std::optional<std::size_t> slot_common,
+                                       bool defer) {
     disk_action none;
     const auto cfg = src_.current();
     const auto* primary = msg ? &*msg : learned ? &*learned : nullptr;
@@ -424,7 +436,9 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
             a.brought = found->brought;
             a.shared = found->shared;
             lease.release();
-            if (target && a.tokens == found->row.tokens) {
+            if (target && a.tokens == found->row.tokens && leave_due(t, *target, defer)) {
+                a.save_due = target->ids.size();
+            } else if (target && a.tokens == found->row.tokens) {
                 prefix primed = *target;
                 if (rolls_back_only) {
                     co_await mark_checkpoint(pool, t.p.backend, primed, chain, a.tokens);
@@ -439,6 +453,10 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
     lease.release();
     if (msg) remember(t.p.backend, *t.p.slot, *msg);  // the request brings it there
     if (!allowed || !target) co_return none;
+    if (leave_due(t, *target, defer)) {
+        none.save_due = target->ids.size();
+        co_return none;
+    }
     prefix primed = *target;
     if (rolls_back_only) {
         const std::size_t held = slot_common ? *slot_common * cache::token_block : 0;
@@ -523,7 +541,9 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
         co_return a;
     }
     a.what = disk_action::kind::restored;
-    a.tokens = r.value->tokens;
+    // A file saved after an answer holds the prompt and the answer after the prefix its row
+    // covers: what it vouches for is the prefix.
+    a.tokens = std::min<std::uint64_t>(r.value->tokens, s.tokens);
     const double ms = r.value->ms;
     reg_.set_held(t, p.levels, a.tokens);
     {

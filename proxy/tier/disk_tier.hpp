@@ -75,6 +75,12 @@ struct disk_action {
     std::string from;
     std::string brought;
     bool shared = false;  // restored: the file was copied from the shared tier (cache.shared_dir)
+    // A prefix's file is due after the answer (prepare with `save_after_answer`): its tokens,
+    // the prefix the file is to be indexed under; 0 when none is. What was done before the
+    // request (a restore) stays in `what`.
+    std::uint64_t save_due = 0;
+    // snapshotted: by disk_tier::save_after_answer, with the answer in the file after the prefix.
+    bool after_answer = false;
 };
 std::string describe(const disk_action& a);
 
@@ -151,9 +157,29 @@ public:
     // prefix worth a file (a learned split point, or the stable messages) and save it. A file it
     // saves is charged to `tenant` (the caller's): over that tenant's budget
     // (cache.tenant_max_disk), that tenant's files are evicted.
+    //
+    // `save_after_answer` (a streamed request pinned to its slot): on a model that cuts its KV
+    // anywhere (full attention), a prefix due for a file is not primed and saved before the
+    // request but left to save_after_answer: the client's first token comes as soon as it would
+    // straight from llama-server, and the file then holds the prompt and the answer, whose first
+    // tokens are the prefix (a restore of it serves any prompt that starts with the prefix).
+    // Hybrid and recurrent models, whose files must end exactly at the prefix, and models whose
+    // architecture is not known yet, are primed and saved before the request as always.
     awaitable<disk_action> prepare(upstream::pool& pool, routing::ticket& t,
                                    const routing::fingerprint& fp, const nlohmann::json& body,
-                                   const cache::token_chain& chain, std::string tenant);
+                                   const cache::token_chain& chain, std::string tenant,
+                                   bool save_after_answer = false);
+
+    // After the answer of a request whose prepare() left a file due (`a.save_due`), with its
+    // reservation still held: saves the slot when it still holds the request's prompt
+    // (`prompt_tokens`) followed by its answer (up to `answer_tokens`: GET /slots counts the
+    // KV's tokens), and indexes the file under the prefix. Returns `a` with what was done (kind::snapshotted, after_answer).
+    // Never throws.
+    awaitable<disk_action> save_after_answer(upstream::pool& pool, routing::ticket& t,
+                                             disk_action a, std::uint64_t prompt_tokens,
+                                             std::uint64_t answer_tokens);
+    // The file due on (backend, slot) is not saved: the request failed or went elsewhere.
+    void forget_due(int backend, int slot);
 
     // A floating request (llama-server chooses its slot) whose planned slot now holds its
     // stable prefix: erases the idle slots llama-server would choose instead
@@ -245,7 +271,10 @@ private:
     awaitable<disk_action> miss(upstream::pool& pool, routing::ticket& t,
                                 std::optional<prefix> msg, std::optional<prefix> learned,
                                 const cache::token_chain& chain, bool judged, bool floating,
-                                std::optional<std::size_t> slot_common);
+                                std::optional<std::size_t> slot_common, bool defer);
+    // The prefix's file left for save_after_answer on t's slot, when `defer` and the backend's
+    // model cuts its KV anywhere; false when it is to be made now.
+    bool leave_due(routing::ticket& t, const prefix& p, bool defer);
     // Sets p.checkpoint_at: the tokens of the request's messages before its last user message,
     // when they are a prefix of `chain` shorter than p and longer than the `held` tokens of it
     // the slot already holds.
@@ -329,6 +358,8 @@ private:
     std::map<std::string, std::size_t> placed_;   // identity + stable messages' hash -> tokens
     // (backend, slot) -> block chain of the last request prepared there (one per slot)
     std::map<std::pair<int, int>, std::vector<std::uint64_t>> slot_blocks_;
+    // (backend, slot) -> the prefix whose file is due after the running request's answer.
+    std::map<std::pair<int, int>, std::shared_ptr<const prefix>> due_;
     cache::key_leases leases_;                    // keys being looked up, saved or restored
     // What the tier learned of one backend from its own calls there, under mu_.
     struct backend_state {

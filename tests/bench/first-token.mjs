@@ -3,7 +3,8 @@
 // that a document's prefill takes as long, relative to everything else, as on a slow device.
 // Each round sends one new document straight and another through warmslot (the order alternates
 // between rounds, the slots are erased before each), streamed over Chat Completions; the first
-// token is the first content delta. Prints a table per model and the median ratio.
+// token is the first content delta. Prints a table per model and the median ratio, and whether
+// warmslot's file of the document was on disk within a minute of the answer.
 //
 //   node tests/bench/first-token.mjs [--arch llama|qwen35]... [--bytes N] [--rounds N]
 //                                    [--duty MS] [--write-doc]
@@ -18,7 +19,7 @@
 import http from 'node:http';
 import os from 'node:os';
 import { execSync } from 'node:child_process';
-import { getJson, postJson, startLlama } from '../integration/lib/llama.mjs';
+import { getJson, postJson, snapshotFiles, startLlama } from '../integration/lib/llama.mjs';
 import { dutyCycle, repoRoot, sleep, waitFor } from '../integration/lib/procs.mjs';
 import { startWarmslot } from '../integration/lib/warmslot.mjs';
 import { makeDocument } from '../integration/lib/text.mjs';
@@ -103,10 +104,17 @@ async function runArch(arch, o, log) {
         await sleep(500);
         const doc = makeDocument(9100 + 10 * r + (side === 'straight' ? 0 : 1), o.bytes);
         const stop = dutyCycle(llama.proc.child.pid, o.duty, periodMs);
+        const filesBefore = snapshotFiles(llama.saveDir).length;
         try {
           row[side] = await timedChat(side === 'straight' ? llama.url : ws.url, doc);
         } finally {
           await stop();
+        }
+        if (side === 'warmslot') {
+          // A file saved after the answer: on the slot directory within a minute.
+          const deadline = Date.now() + 60000;
+          while (snapshotFiles(llama.saveDir).length <= filesBefore && Date.now() < deadline) await sleep(100);
+          row.warmslot.fileAfter = snapshotFiles(llama.saveDir).length > filesBefore;
         }
         log(`${arch} round ${r + 1} ${side}: first token after ${(row[side].first / 1000).toFixed(1)} s` +
           (side === 'warmslot' ? ` (route ${row[side].route}, primed ${row[side].primed}, disk ${row[side].disk})` : ''));
@@ -124,11 +132,12 @@ const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.
 
 function table(arch, o, rows) {
   const lines = [`### ${arch} test model, ${o.bytes}-byte documents`, '',
-    '| round | straight: first token | warmslot: first token | ratio | warmslot: primed tokens | warmslot: disk |',
-    '|---|---:|---:|---:|---:|---|'];
+    '| round | straight: first token | warmslot: first token | ratio | warmslot: primed tokens | warmslot: disk | file on disk after |',
+    '|---|---:|---:|---:|---:|---|---|'];
   rows.forEach((row, i) => {
     lines.push(`| ${i + 1} | ${(row.straight.first / 1000).toFixed(1)} s | ${(row.warmslot.first / 1000).toFixed(1)} s | ` +
-      `${(row.warmslot.first / row.straight.first).toFixed(3)} | ${row.warmslot.primed} | ${row.warmslot.disk} |`);
+      `${(row.warmslot.first / row.straight.first).toFixed(3)} | ${row.warmslot.primed} | ${row.warmslot.disk} | ` +
+      `${row.warmslot.fileAfter ? 'yes' : 'no'} |`);
   });
   const ratio = median(rows.map((row) => row.warmslot.first / row.straight.first));
   lines.push('', `Median ratio ${ratio.toFixed(3)}; target at most 1.05: ${ratio <= 1.05 ? 'PASS' : 'FAIL'}.`);

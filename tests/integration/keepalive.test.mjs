@@ -23,7 +23,9 @@ const periodMs = 500;
 const readTimeoutMs = 20000;
 const keepaliveMs = 3000;
 const slackMs = 2000;
-const settings = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_tokens: 1024\n' +
+// save_after_answer off: a streamed Chat Completions request on the plain model is primed and
+// saved before it runs, as on a hybrid model, which is the work these tests hold a stream for.
+const settings = 'routing:\n  reconcile_interval: 100ms\ncache:\n  min_prefix_tokens: 1024\n  save_after_answer: false\n' +
   `timeouts:\n  stream_keepalive: ${keepaliveMs}ms\n`;
 
 // A streaming POST whose every byte is timed: fails when nothing arrives for `timeoutMs`.

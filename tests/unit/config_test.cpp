@@ -695,6 +695,16 @@ TEST_CASE("config: the shared tier: off by default; an absolute directory apart 
     }
 }
 
+TEST_CASE("config: cache.save_after_answer is a boolean, on by default") {
+    const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+    const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\ncache:\n";
+    CHECK(warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env).cache.save_after_answer);
+    CHECK_FALSE(warmslot::config::parse(head + "  save_after_answer: false\n", "test.yaml", env)
+                    .cache.save_after_answer);
+    CHECK_THROWS_AS(warmslot::config::parse(head + "  save_after_answer: 2\n", "test.yaml", env),
+                    warmslot::config::config_error);
+}
+
 TEST_CASE("config: cache.replica_files is a boolean, on by default") {
     const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
     const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\ncache:\n";

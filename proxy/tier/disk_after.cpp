@@ -1,0 +1,127 @@
+// A prefix's file saved after the answer: on a full-attention model the request runs at once on
+// its slot, and the slot, holding the prompt and the answer, is saved afterwards under the
+// prefix's key. The client's first token comes as soon as it would straight from llama-server.
+#include <nlohmann/json.hpp>
+
+#include "routing/observations.hpp"
+#include "tier/disk_prefix.hpp"
+#include "upstream/slot_client.hpp"
+
+namespace warmslot::tier {
+using namespace disk_detail;
+
+bool disk_tier::leave_due(routing::ticket& t, const prefix& p, bool defer) {
+    if (!defer || !t.p.slot || p.ids.empty()) return false;
+    // Only a model known to cut its KV anywhere reuses the prefix of a longer file.
+    const auto info = reg_.info(t.p.backend);
+    if (!info || info->architecture.empty() ||
+        routing::rolls_back_to_checkpoints_only(info->architecture)) {
+        return false;
+    }
+    if (!saves_allowed(t.p.backend)) return false;
+    auto due = std::make_shared<prefix>(p);
+    due->body = nullptr;  // the request's body does not outlive the request
+    due->messages = nlohmann::json();
+    std::lock_guard lock(mu_);
+    due_[{t.p.backend, *t.p.slot}] = std::move(due);
+    return true;
+}
+
+void disk_tier::forget_due(int backend, int slot) {
+    std::lock_guard lock(mu_);
+    due_.erase({backend, slot});
+}
+
+awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routing::ticket& t,
+                                                    disk_action a, std::uint64_t prompt_tokens,
+                                                    std::uint64_t answer_tokens) {
+    if (!t.p.slot) co_return a;
+    std::shared_ptr<const prefix> due;
+    {
+        std::lock_guard lock(mu_);
+        if (auto it = due_.find({t.p.backend, *t.p.slot}); it != due_.end()) {
+            due = std::move(it->second);
+            due_.erase(it);
+        }
+    }
+    if (!due || a.save_due == 0 || due->ids.size() != a.save_due) co_return a;
+    try {
+        const auto& p = *due;
+        upstream::slot_client llama(pool, src_.current(), t.p.backend);
+        auto lease = leases_.take_exclusive(p.key);
+        if (!lease) co_return a;  // another request is saving the same prefix
+        auto* idx = p.index;
+        const auto file = cache::file_name_for(p.key);
+        const bool present = co_await on_index(index_ex_, [idx, key = p.key, file] {
+            if (idx->find(key)) return true;
+            std::error_code ec;
+            std::filesystem::remove(idx->slot_dir() / file, ec);
+            return false;
+        });
+        if (present) co_return a;
+        // The slot must still hold this request's prompt and answer: idle, as many tokens as
+        // they make (the last sampled token is not in the KV yet); an unpinned request from
+        // elsewhere may have run there since.
+        const auto holds_ours = [&](std::uint64_t n) {
+            return n >= prompt_tokens && n <= prompt_tokens + std::max<std::uint64_t>(answer_tokens, 1);
+        };
+        const auto seen = co_await llama.slots();
+        bool holds = false;
+        if (seen.value && seen.value->is_array()) {
+            for (const auto& s : *seen.value) {
+                if (!s.is_object() || s.value("id", -1) != *t.p.slot) continue;
+                holds = !s.value("is_processing", true) &&
+                        holds_ours(s.value("n_prompt_tokens", std::uint64_t{0}));
+            }
+        }
+        if (!holds) {
+            log()->debug("no snapshot of {} after the answer: slot {} of {} holds another prompt",
+                         p.key, *t.p.slot, llama.backend().name);
+            co_return a;
+        }
+        cache::snapshot s;
+        const bool ok = co_await save_file(pool, t, p, prompt_tokens, s);
+        saved(t.p.backend, ok);
+        if (!ok) co_return a;
+        if (!holds_ours(s.tokens)) {
+            log()->warn("saving slot {} of {} after the answer wrote {} tokens where the prompt "
+                        "and answer have {} and {}: another task used the slot; no snapshot",
+                        *t.p.slot, llama.backend().name, s.tokens, prompt_tokens, answer_tokens);
+            co_await on_index(index_ex_, [idx, key = p.key, file] {
+                idx->drop(key);
+                std::error_code ec;
+                std::filesystem::remove(idx->slot_dir() / file, ec);
+                return true;
+            });
+            co_return a;
+        }
+        // The row covers the prefix; the file holds more after it.
+        const auto views = reg_.snapshot();
+        s.tokens = p.ids.size();
+        s.prefill_seconds =
+            static_cast<double>(s.tokens) /
+            std::max(1.0, views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second);
+        const auto cfg = src_.current();
+        co_await on_index(index_ex_, [this, idx, s, max_disk = cfg->cache.max_disk,
+                                      own = cfg->cache.max_disk_of(s.tenant)] {
+            idx->put(s);
+            if (own) idx->enforce_tenant_budget(s.tenant, *own, leases_.held());
+            idx->enforce_budget(max_disk, leases_.held());
+            return true;
+        });
+        publish(t.p.backend, s, idx->slot_dir() / s.file);
+        a.after_answer = true;
+        if (a.what == disk_action::kind::restored) {
+            a.extended_to = s.tokens;
+        } else {
+            a.what = disk_action::kind::snapshotted;
+            a.tokens = s.tokens;
+            a.key = p.key;
+        }
+    } catch (const std::exception& e) {
+        log()->warn("no snapshot after the answer: {}", e.what());
+    }
+    co_return a;
+}
+
+}  // namespace warmslot::tier
