@@ -7,26 +7,30 @@
 // warmslot's file of the document was on disk within a minute of the answer.
 //
 //   node tests/bench/first-token.mjs [--arch llama|qwen35]... [--bytes N] [--rounds N]
-//                                    [--duty MS] [--write-doc]
+//                                    [--duty MS] [--preset tiny|bench] [--write-doc]
 //
 //   --bytes N    each document's size (default 12000, about 12K tokens)
 //   --rounds N   documents per side and model (default 3)
-//   --duty MS    llama-server runs MS milliseconds of every 500 (default 40)
+//   --duty MS    llama-server runs MS milliseconds of every 500 (default 40; 500: no cycle)
+//   --preset P   the generated models' size: tiny (default) or bench (about 32 KB of KV per
+//                token, a prefill some 30 times slower: no duty cycle needed to be slow, and
+//                warmslot's small calls to llama-server are not slowed with the prefill)
 //   --write-doc  replace the text between <!-- first-token:begin --> and
-//                <!-- first-token:end --> in docs/benchmarks.md
+//                <!-- first-token:end --> (first-token-bench with --preset bench) in
+//                docs/benchmarks.md
 //
 // Every process is started on 127.0.0.1 and stopped at the end, also on error.
 import http from 'node:http';
 import os from 'node:os';
 import { execSync } from 'node:child_process';
-import { getJson, postJson, snapshotFiles, startLlama } from '../integration/lib/llama.mjs';
+import { getJson, modelPath, postJson, snapshotFiles, startLlama } from '../integration/lib/llama.mjs';
 import { dutyCycle, repoRoot, sleep, waitFor } from '../integration/lib/procs.mjs';
 import { startWarmslot } from '../integration/lib/warmslot.mjs';
 import { makeDocument } from '../integration/lib/text.mjs';
 import { replaceDocSection } from './lib/doc-section.mjs';
 
 function parseArgs(argv) {
-  const o = { archs: [], bytes: 12000, rounds: 3, duty: 40, writeDoc: false };
+  const o = { archs: [], bytes: 12000, rounds: 3, duty: 40, preset: 'tiny', writeDoc: false };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split('=');
     const value = () => inline ?? argv[++i];
@@ -34,14 +38,15 @@ function parseArgs(argv) {
     else if (name === '--bytes') o.bytes = Number(value());
     else if (name === '--rounds') o.rounds = Number(value());
     else if (name === '--duty') o.duty = Number(value());
+    else if (name === '--preset') o.preset = value();
     else if (name === '--write-doc') o.writeDoc = true;
     else { console.error(`first-token.mjs: unknown argument ${argv[i]}`); process.exit(2); }
   }
   if (!o.archs.length) o.archs = ['llama', 'qwen35'];
   const bad = o.archs.find((a) => a !== 'llama' && a !== 'qwen35');
   if (bad || !(o.bytes >= 2000 && o.bytes <= 64000) || !(o.rounds >= 1 && o.rounds <= 10) ||
-      !(o.duty >= 10 && o.duty <= 500)) {
-    console.error('first-token.mjs: --arch llama|qwen35, --bytes 2000..64000, --rounds 1..10, --duty 10..500');
+      !(o.duty >= 10 && o.duty <= 500) || !['tiny', 'bench'].includes(o.preset)) {
+    console.error('first-token.mjs: --arch llama|qwen35, --bytes 2000..64000, --rounds 1..10, --duty 10..500, --preset tiny|bench');
     process.exit(2);
   }
   return o;
@@ -88,7 +93,7 @@ async function eraseAll(url, slots) {
 }
 
 async function runArch(arch, o, log) {
-  const llama = await startLlama({ arch, slots: 2, ctx: 2 * (o.bytes + 4096) });
+  const llama = await startLlama({ arch, model: modelPath(arch, o.preset), slots: 2, ctx: 2 * (o.bytes + 4096) });
   let ws;
   const rows = [];
   try {
@@ -131,7 +136,7 @@ async function runArch(arch, o, log) {
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 
 function table(arch, o, rows) {
-  const lines = [`### ${arch} test model, ${o.bytes}-byte documents`, '',
+  const lines = [`### ${arch} ${o.preset} model, ${o.bytes}-byte documents`, '',
     '| round | straight: first token | warmslot: first token | ratio | warmslot: primed tokens | warmslot: disk | file on disk after |',
     '|---|---:|---:|---:|---:|---|---|'];
   rows.forEach((row, i) => {
@@ -153,9 +158,9 @@ for (const arch of o.archs) {
 let commit = '';
 try { commit = execSync('git rev-parse --short HEAD', { cwd: repoRoot }).toString().trim(); } catch { /* not a checkout */ }
 const header = `Measured ${new Date().toISOString().slice(0, 10)} on ${os.cpus().length} cores, checkout at ${commit || '?'}, ` +
-  `llama-server running ${o.duty} ms of every ${periodMs} ms, 1-minute load average ` +
+  `${o.preset} models, ${o.duty >= periodMs ? 'llama-server running freely' : `llama-server running ${o.duty} ms of every ${periodMs} ms`}, 1-minute load average ` +
   `${os.loadavg()[0].toFixed(1)} at the end. Command: \`node tests/bench/first-token.mjs` +
-  `${o.archs.length === 2 ? '' : o.archs.map((a) => ` --arch ${a}`).join('')} --bytes ${o.bytes} --rounds ${o.rounds} --duty ${o.duty}\`.`;
+  `${o.archs.length === 2 ? '' : o.archs.map((a) => ` --arch ${a}`).join('')} --bytes ${o.bytes} --rounds ${o.rounds} --duty ${o.duty}${o.preset === 'tiny' ? '' : ` --preset ${o.preset}`}\`.`;
 const text = [header, '', ...out.flatMap((t) => [t, ''])].join('\n').trimEnd();
 console.log(text);
-if (o.writeDoc) replaceDocSection('first-token', text);
+if (o.writeDoc) replaceDocSection(o.preset === 'tiny' ? 'first-token' : 'first-token-bench', text);
