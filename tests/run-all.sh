@@ -2,7 +2,8 @@
 # Installs everything warmslot needs, builds it, and runs every test:
 #   unit and component tests (ctest), then the integration tests against real llama-server
 #   processes on generated models (node --test). The first run also builds the pinned
-#   llama-server (about 6-10 minutes on 2 cores); later runs reuse it from the cache.
+#   llama-servers (tests/llama/pins; about 6-10 minutes each on 2 cores); later runs reuse them
+#   from the cache.
 #   warmslot.exe is cross-built for Windows and smoke-tested under wine (windows.test.mjs);
 #   WARMSLOT_SKIP_WINDOWS=1 skips that build (the test then reports itself skipped).
 #   cluster.test.mjs starts deploy/cluster/cluster.sh (network namespaces and HAProxy: needs root,
@@ -28,7 +29,11 @@ if [ "${WARMSLOT_SKIP_WINDOWS:-0}" != 1 ]; then
   bash deploy/windows/cross-build.sh >/dev/null
 fi
 
-bash tests/llama/llama-server.sh >/dev/null
+# Every pinned llama.cpp (tests/llama/pins): the first runs every test, the others the ground
+# truth and the disk, rollback and priming tests (tests/integration/versions.test.mjs).
+while read -r pin; do
+  [ -n "$pin" ] && LLAMA_PIN="$pin" bash tests/llama/llama-server.sh >/dev/null
+done < tests/llama/pins
 for arch in llama qwen35 gemma2; do bash tests/models/models.sh "$arch" >/dev/null; done
 for arch in llama qwen35; do bash tests/models/lora.sh "$arch" >/dev/null; done  # test adapters
 # puppeteer-core drives the Debian Chromium: nothing is downloaded beside the npm packages.

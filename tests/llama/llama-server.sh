@@ -3,7 +3,9 @@
 #
 #   LLAMA_SERVER=/path/to/llama-server  use that binary as it is
 #   otherwise                           CPU build of the llama.cpp source that the npm package
-#                                       node-llama-cpp@3.21.1 ships (llama/gitRelease.bundle)
+#                                       $LLAMA_PIN ships (llama/gitRelease.bundle)
+#   LLAMA_PIN=node-llama-cpp@X.Y.Z      which one (default: the first line of tests/llama/pins;
+#                                       the tests run the ground truth on every pin listed there)
 #
 # The build lives in $WARMSLOT_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/warmslot), keyed by the
 # pinned version, so only the first run compiles. Progress goes to stderr; stdout is the path.
@@ -15,7 +17,9 @@ if [ -n "${LLAMA_SERVER:-}" ]; then
   exit 0
 fi
 
-pin="node-llama-cpp@3.21.1"
+pin="${LLAMA_PIN:-$(head -n 1 "$(dirname "$0")/pins")}"
+[[ "$pin" =~ ^node-llama-cpp@[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+  { echo "LLAMA_PIN=$pin: expected node-llama-cpp@X.Y.Z" >&2; exit 1; }
 cache="${WARMSLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warmslot}"
 dir="$cache/llama-${pin//@/-}"
 bin="$dir/build/bin/llama-server"

@@ -37,7 +37,8 @@ async function primeExactPrefix(server, system) {
 }
 
 // Each row: what was done, tokens processed, the prompt size, the bound, and whether it held.
-export async function measure(arch, { log = () => {} } = {}) {
+// `pin`: the llama.cpp version (tests/llama/pins), the first one by default.
+export async function measure(arch, { log = () => {}, pin } = {}) {
   const hybrid = hybridArchs.has(arch);
   const doc = makeDocument(7, 7000);
   const other = makeDocument(8, 7000);
@@ -45,10 +46,10 @@ export async function measure(arch, { log = () => {} } = {}) {
   const q2 = 'Summarise the third paragraph in one line.';
   const rows = [];
   const row = (step, stats, limit, holds) => {
-    rows.push({ arch, step, processed: stats.processed, total: stats.total, limit, ok: holds });
+    rows.push({ arch, pin, step, processed: stats.processed, total: stats.total, limit, ok: holds });
     log(`${arch}: ${step}: processed ${stats.processed} of ${stats.total} (${limit})`);
   };
-  const server = await startLlama({ arch, slots: 2, extra: ['--cache-ram', '0'] });
+  const server = await startLlama({ arch, pin, slots: 2, extra: ['--cache-ram', '0'] });
   try {
     const first = await ask(server, chat(doc, q1));
     row('first request', first, 'all', first.processed === first.total);
@@ -89,13 +90,13 @@ export async function measure(arch, { log = () => {} } = {}) {
     row('exact prefix P saved, overwritten, restored, then P + question', exact, `<= ${qTail + 16}`,
       exact.processed <= qTail + 16);
 
-    const other_np = await startLlama({ arch, slots: 3, slotSaveDir: server.saveDir, extra: ['--cache-ram', '0'] });
+    const other_np = await startLlama({ arch, pin, slots: 3, slotSaveDir: server.saveDir, extra: ['--cache-ram', '0'] });
     try {
       const bad = await slotAction(other_np, 0, 'restore', `gt-${arch}-prefix.bin`);
       const slots = (await getJson(`${other_np.url}/slots`)).body;
       const held = slots[0].n_prompt_tokens ?? 0;
       const after = await ask(other_np, chat(doc, q1));
-      rows.push({ arch, step: 'restore into a server with another -np', processed: after.processed,
+      rows.push({ arch, pin, step: 'restore into a server with another -np', processed: after.processed,
         total: after.total, limit: 'HTTP 400, slot left empty',
         ok: bad.status === 400 && held === 0 && after.cached === 0 });
       log(`${arch}: restore with other -np: HTTP ${bad.status}, slot holds ${held}, then cached ${after.cached}`);

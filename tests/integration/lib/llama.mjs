@@ -3,12 +3,19 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { freePort, runScript, startProcess, tempDir, waitFor } from './procs.mjs';
+import { freePort, repoRoot, runScript, startProcess, tempDir, waitFor } from './procs.mjs';
 
-let serverBin;
-export function llamaServerBin() {
-  serverBin ??= runScript('tests/llama/llama-server.sh');
-  return serverBin;
+// The llama.cpp versions the tests know (tests/llama/pins): the first is the one every test
+// runs (WARMSLOT_LLAMA_PIN names another: tests/run-all.sh runs the disk, rollback and priming
+// tests again on each other pin); the ground truth runs on all of them.
+export const llamaPins = fs.readFileSync(path.join(repoRoot, 'tests/llama/pins'), 'utf8')
+  .split('\n').map((l) => l.trim()).filter(Boolean);
+export const defaultPin = process.env.WARMSLOT_LLAMA_PIN || llamaPins[0];
+
+const serverBins = new Map();
+export function llamaServerBin(pin = defaultPin) {
+  if (!serverBins.has(pin)) serverBins.set(pin, runScript('tests/llama/llama-server.sh', [], { LLAMA_PIN: pin }));
+  return serverBins.get(pin);
 }
 
 // arch: 'llama' (plain attention), 'qwen35' (hybrid), 'gemma2' (sliding window).
@@ -54,8 +61,9 @@ export function postJson(url, body, headers = {}) {
 // Starts llama-server on a free loopback port and waits until /health answers 200.
 // Flags default to what warmslot needs: explicit slots, metrics, a slot save directory.
 // `port`: reuse a port (to restart a server where a proxy expects it).
+// `pin`: the llama.cpp version (tests/llama/pins), the first one by default.
 export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768, extra = [],
-  slotSaveDir, logDir, port: fixedPort } = {}) {
+  slotSaveDir, logDir, port: fixedPort, pin } = {}) {
   const modelFile = model ?? modelPath(arch);
   const saveDir = slotSaveDir ?? tempDir('slots');
   const dir = logDir ?? tempDir('llama');
@@ -65,7 +73,7 @@ export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768
     const sizing = slots > 0 ? ['-np', String(slots), '-c', String(ctx * slots)] : [];
     const args = ['-m', modelFile, '--host', '127.0.0.1', '--port', String(port), ...sizing,
       '--metrics', '--slot-save-path', saveDir, '-t', '2', ...extra];
-    const proc = startProcess(llamaServerBin(), args,
+    const proc = startProcess(llamaServerBin(pin), args,
       { logFile: path.join(dir, `llama-${port}.log`) });
     const url = `http://127.0.0.1:${port}`;
     try {
@@ -74,7 +82,7 @@ export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768
         const r = await fetch(`${url}/health`).catch(() => null);
         return r?.status === 200;
       }, 120000);
-      return { url, port, proc, saveDir, model: modelFile, args, arch, slots, ctx, extra,
+      return { url, port, proc, saveDir, model: modelFile, args, arch, slots, ctx, extra, pin,
         stop: () => proc.stop() };
     } catch (e) {
       await proc.stop('SIGKILL');
@@ -89,7 +97,7 @@ export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768
 export async function restartLlama(llama) {
   await llama.stop();
   return startLlama({ arch: llama.arch, slots: llama.slots, ctx: llama.ctx, extra: llama.extra,
-    slotSaveDir: llama.saveDir, port: llama.port });
+    slotSaveDir: llama.saveDir, port: llama.port, pin: llama.pin });
 }
 
 // Tokens of a final user turn `q` and the assistant header after it (the generated models' chat
