@@ -540,6 +540,7 @@ awaitable<void> pipeline::save_after_answer(upstream::pool& pool, routing::reser
         r.preparing(false);
     } else {
         disk_->forget_due(t.p.backend, *t.p.slot);
+        out.disk.save_due = 0;  // the access line says only what was done
     }
     r.complete(fp, stats, clock::now());
 }
@@ -721,7 +722,12 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                 if (st.upstream_reusable && !st.client_gone) pool.release(std::move(conn));
                 if (!planned) r.cancel();
                 st.complete(out.stats);  // if the answer was cut short: recorded now
-                if (planned && answered) co_await save_after_answer(pool, r, out, fp ? &*fp : nullptr, *answered, *chain);
+                if (planned && answered) {
+                    co_await save_after_answer(pool, r, out, fp ? &*fp : nullptr, *answered, *chain);
+                } else if (planned && out.disk.save_due > 0) {
+                    disk_->forget_due(t.p.backend, *t.p.slot);  // no answer to save after
+                    out.disk.save_due = 0;
+                }
                 co_return sent_done;
             }
             if (result == attempt::backend_failed) break;

@@ -1,6 +1,8 @@
 // A prefix's file saved after the answer: on a full-attention model the request runs at once on
 // its slot, and the slot, holding the prompt and the answer, is saved afterwards under the
 // prefix's key. The client's first token comes as soon as it would straight from llama-server.
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "routing/observations.hpp"
@@ -35,6 +37,9 @@ void disk_tier::forget_due(int backend, int slot) {
 awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routing::ticket& t,
                                                     disk_action a, std::uint64_t prompt_tokens,
                                                     std::uint64_t answer_tokens) {
+    // Whatever happens, the result says only what was done: a save that did not happen is not
+    // announced in the access line.
+    const auto due_tokens = std::exchange(a.save_due, 0);
     if (!t.p.slot) co_return a;
     std::shared_ptr<const prefix> due;
     {
@@ -44,7 +49,7 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
             due_.erase(it);
         }
     }
-    if (!due || a.save_due == 0 || due->ids.size() != a.save_due) co_return a;
+    if (!due || due_tokens == 0 || due->ids.size() != due_tokens) co_return a;
     try {
         const auto& p = *due;
         upstream::slot_client llama(pool, src_.current(), t.p.backend);
