@@ -57,13 +57,7 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
         if (!lease) co_return a;  // another request is saving the same prefix
         auto* idx = p.index;
         const auto file = cache::file_name_for(p.key);
-        const bool present = co_await on_index(index_ex_, [idx, key = p.key, file] {
-            if (idx->find(key)) return true;
-            std::error_code ec;
-            std::filesystem::remove(idx->slot_dir() / file, ec);
-            return false;
-        });
-        if (present) co_return a;
+        if (co_await indexed_or_cleared(idx, p.key)) co_return a;
         // The slot must still hold this request's prompt and answer: idle, as many tokens as
         // they make (the last sampled token is not in the KV yet); an unpinned request from
         // elsewhere may have run there since.

@@ -68,6 +68,17 @@ awaitable<void> disk_tier::drop_checkpoints(upstream::slot_client& llama, routin
     }
 }
 
+awaitable<bool> disk_tier::indexed_or_cleared(cache::index* idx, const std::string& key) {
+    co_return co_await on_index(index_ex_, [idx, key] {
+        if (idx->find(key)) return true;
+        // A name without a row (a leftover, a link planted in the directory) goes first, so the
+        // save makes a new file rather than writing through it.
+        std::error_code ec;
+        std::filesystem::remove(idx->slot_dir() / cache::file_name_for(key), ec);
+        return false;
+    });
+}
+
 awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket& t,
                                            const prefix& p, bool on_demand, warm_watch* watch) {
     disk_action a;
@@ -91,16 +102,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     // lookup and the lease) is never saved over: llama-server writes a file in place, so a save
     // would rewrite the inode a replica's directory may share by a hard link (under that
     // index's row), and a save that failed halfway would leave both truncated.
-    const auto file = cache::file_name_for(p.key);
-    const bool present = co_await on_index(index_ex_, [idx, key = p.key, file] {
-        if (idx->find(key)) return true;
-        // A name without a row (a leftover, a link planted in the directory) goes first, so the
-        // save makes a new file rather than writing through it.
-        std::error_code ec;
-        std::filesystem::remove(idx->slot_dir() / file, ec);
-        return false;
-    });
-    if (present) {
+    if (co_await indexed_or_cleared(idx, p.key)) {
         log()->debug("no snapshot of {}: its file was saved meanwhile", p.key);
         co_return a;
     }

@@ -317,6 +317,9 @@ private:
     // the backoff after failed saves does not hold back.
     awaitable<disk_action> snapshot(upstream::pool& pool, routing::ticket& t, const prefix& p,
                                     bool on_demand, warm_watch* watch = nullptr);
+    // Whether `key` has a row in `idx`; when not, a file of its name without a row is removed,
+    // so that a save makes a new file rather than writing through it (tier/disk_snapshot.cpp).
+    awaitable<bool> indexed_or_cleared(cache::index* idx, const std::string& key);
     awaitable<bool> save_file(upstream::pool& pool, routing::ticket& t, const prefix& p,
                               std::size_t tokens, cache::snapshot& s);
     awaitable<void> drop_checkpoints(upstream::slot_client& llama, routing::ticket& t,
