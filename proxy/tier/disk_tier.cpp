@@ -223,9 +223,7 @@ awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefi
                                         const cache::token_chain& chain) {
     // The same messages (and what else reaches the template: their fingerprint) render the same
     // tokens: after the first time, their count is enough, and their tokens are the request's.
-    const auto info = reg_.info(backend);
-    const std::string memo =
-        fmt::format("{}\n{:016x}", info ? info->identity : std::string(), p.levels.back().hash);
+    const std::string memo = placed_key(backend, p);
     std::size_t n = 0;
     {
         std::lock_guard lock(mu_);
@@ -235,9 +233,7 @@ awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefi
         const auto ids = co_await prefix_tokens(pool, backend, p.messages, *p.body, chain.tokens());
         if (!ids) co_return false;
         n = ids->size();
-        std::lock_guard lock(mu_);
-        if (placed_.size() >= 4096) placed_.clear();  // bounded; refilled by the next requests
-        placed_[memo] = n;
+        remember_placed(memo, n);
     }
     p.key = chain.key_at(n);
     p.ids.assign(chain.tokens().begin(), chain.tokens().begin() + static_cast<std::ptrdiff_t>(n));
@@ -288,7 +284,14 @@ awaitable<std::optional<cache::token_chain>> disk_tier::request_tokens(
     // The whole prompt holds every prefix a file could keep.
     if (!may_reach(fp.total_bytes, src_.current()->cache.min_prefix_tokens)) co_return std::nullopt;
     try {
-        co_return co_await request_chain(pool, backend, body, tenant);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto chain = co_await chain_and_prefix(pool, backend, fp, body, tenant);
+        if (chain) {
+            log()->debug("request named by {} tokens in {:.2f} ms", chain->size(),
+                         std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - t0).count());
+        }
+        co_return chain;
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
     }
@@ -556,74 +559,6 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
         return true;
     });
     co_return a;
-}
-
-// Render the prefix and the whole request the way the chat endpoint does, and keep the prefix
-// only when its tokens are a prefix of the request's tokens (a template may render a message
-// differently once more follow it, and a tokenizer may merge across the cut).
-//
-// A template that cannot render the prefix alone (Qwen3.5's refuses messages without a user
-// query) renders it with stand-in user turns after it, and the prefix is cut where the first
-// of them begins, or a few tokens before (api/prefix_cut.hpp). Never later: a hybrid model then
-// keeps the checkpoint llama-server makes where the request's last user message starts, which
-// the next question on the same prefix rolls back to.
-awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::pool& pool,
-                                                                    int backend,
-                                                                    const json& messages,
-                                                                    const json& body,
-                                                                    const std::vector<int>& full) {
-    json part = body;
-    part.erase("stream");
-    part["messages"] = messages;
-    part["add_generation_prompt"] = false;
-    if (full.empty()) co_return std::nullopt;
-    auto alone = co_await rendered_tokens(pool, backend, part);
-    if (!alone) alone = co_await cut_before_stand_in(pool, backend, part);
-    if (!alone) co_return std::nullopt;
-    const auto& p = *alone;
-    if (p.empty() || p.size() >= full.size() || !std::equal(p.begin(), p.end(), full.begin())) {
-        co_return std::nullopt;
-    }
-    co_return p;
-}
-
-// `part` (the prefix's messages, no generation prompt) rendered with one and with two stand-in
-// user turns; the tokens of the text before the first of them (api::stable_text_end).
-awaitable<std::optional<std::vector<int>>> disk_tier::cut_before_stand_in(upstream::pool& pool,
-                                                                          int backend, json part) {
-    const json turn = {{"role", "user"}, {"content", std::string(api::stand_in_marker)}};
-    part["messages"].push_back(turn);
-    const auto one = co_await rendered_text(pool, backend, part);
-    part["messages"].push_back(turn);
-    const auto two = one ? co_await rendered_text(pool, backend, part) : std::nullopt;
-    if (!two) co_return std::nullopt;
-    const auto end = api::stable_text_end(*one, *two);
-    if (!end) co_return std::nullopt;
-    co_return co_await tokens_of(pool, backend, one->substr(0, *end));
-}
-
-// A chat body's prompt tokens as the chat endpoint makes them: /apply-template, then /tokenize
-// with the special tokens added and parsed. std::nullopt when the server refuses either.
-awaitable<std::optional<std::vector<int>>> disk_tier::rendered_tokens(upstream::pool& pool,
-                                                                      int backend,
-                                                                      const json& body) {
-    const auto text = co_await rendered_text(pool, backend, body);
-    if (!text) co_return std::nullopt;
-    co_return co_await tokens_of(pool, backend, *text);
-}
-
-// The prompt text /apply-template renders for a chat body; std::nullopt when it refuses.
-awaitable<std::optional<std::string>> disk_tier::rendered_text(upstream::pool& pool, int backend,
-                                                               const json& body) {
-    upstream::slot_client llama(pool, src_.current(), backend);
-    co_return (co_await llama.apply_template(body)).value;
-}
-
-// `text` tokenized as the chat endpoint does: special tokens added and parsed.
-awaitable<std::optional<std::vector<int>>> disk_tier::tokens_of(upstream::pool& pool, int backend,
-                                                                std::string text) {
-    upstream::slot_client llama(pool, src_.current(), backend);
-    co_return (co_await llama.tokenize(std::move(text))).value;
 }
 
 }  // namespace warmslot::tier

@@ -30,6 +30,7 @@
 #include "cache/replica_file.hpp"
 #include "cache/rollback.hpp"
 #include "cache/split_points.hpp"
+#include "cache/token_parts.hpp"
 #include "cache/token_key.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
@@ -259,6 +260,20 @@ private:
     awaitable<std::optional<cache::token_chain>> request_chain(upstream::pool& pool, int backend,
                                                                const nlohmann::json& body,
                                                                const std::string& tenant);
+    // request_chain, and at the same time the stable messages' tokens when their count is not
+    // remembered yet (tier/disk_tokens.cpp).
+    awaitable<std::optional<cache::token_chain>> chain_and_prefix(upstream::pool& pool, int backend,
+                                                                  const routing::fingerprint& fp,
+                                                                  const nlohmann::json& body,
+                                                                  const std::string& tenant);
+    std::string placed_key(int backend, const prefix& p) const;
+    void remember_placed(const std::string& memo, std::size_t tokens);
+    static bool starts(const std::vector<int>& full, const std::vector<int>& part);
+    awaitable<std::optional<std::string>> prefix_text(upstream::pool& pool, int backend,
+                                                      const nlohmann::json& messages,
+                                                      const nlohmann::json& body);
+    awaitable<std::optional<std::vector<int>>> logged_tokens(upstream::pool& pool, int backend,
+                                                             std::string text, double render_ms);
     // Fills p's tokens and key from its messages, when they render as a prefix of `chain`.
     awaitable<bool> place_tokens(upstream::pool& pool, int backend, prefix& p,
                                  const cache::token_chain& chain);
@@ -330,13 +345,20 @@ private:
                                                              const std::vector<int>& full);
     awaitable<std::optional<std::vector<int>>> rendered_tokens(upstream::pool& pool, int backend,
                                                                const nlohmann::json& body);
-    awaitable<std::optional<std::vector<int>>> cut_before_stand_in(upstream::pool& pool,
-                                                                   int backend,
-                                                                   nlohmann::json part);
     awaitable<std::optional<std::string>> rendered_text(upstream::pool& pool, int backend,
                                                         const nlohmann::json& body);
     awaitable<std::optional<std::vector<int>>> tokens_of(upstream::pool& pool, int backend,
                                                          std::string text);
+    // Tokens by parts (tier/disk_tokens.cpp).
+    cache::token_parts& parts_for(const std::string& identity);  // under mu_
+    awaitable<bool> judge_markers(upstream::slot_client& llama, const std::string& identity,
+                                  std::string_view text);
+    awaitable<std::vector<std::optional<std::vector<int>>>> tokens_of_all(
+        upstream::pool& pool, int backend, std::vector<std::string> texts);
+    awaitable<std::optional<std::vector<std::vector<int>>>> tokens_by_parts(
+        upstream::pool& pool, int backend, std::string identity, std::vector<std::string> texts);
+    static void log_prompt(const std::vector<int>& tokens, std::size_t bytes, double render_ms,
+                           double tokenize_ms);
     cache::index* index_for(int backend) const;
     bool restores_allowed(int backend);
     bool saves_allowed(int backend) const;
@@ -359,6 +381,7 @@ private:
     std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)
     cache::split_points splits_;                  // where prompts part ways, per identity
     std::map<std::string, std::size_t> placed_;   // identity + stable messages' hash -> tokens
+    std::map<std::string, cache::token_parts> parts_;  // identity -> its prompts' parts' tokens
     // (backend, slot) -> block chain of the last request prepared there (one per slot)
     std::map<std::pair<int, int>, std::vector<std::uint64_t>> slot_blocks_;
     // (backend, slot) -> the prefix whose file is due after the running request's answer.

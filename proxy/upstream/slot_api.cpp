@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <string_view>
+
 #include <nlohmann/json.hpp>
 
 namespace warmslot::upstream {
@@ -64,6 +67,18 @@ slot_request tokenize_request(std::string text) {
                 {{"content", std::move(text)}, {"add_special", true}, {"parse_special", true}});
 }
 
+slot_request tokenize_parts_request(const std::vector<std::string>& texts, bool first,
+                                    bool parse_special) {
+    json content = json::array();
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        if (i > 0 || !first) content.push_back(part_separator);
+        content.push_back(texts[i]);
+    }
+    return post(slot_call::tokenize, "/tokenize",
+                {{"content", std::move(content)}, {"add_special", first},
+                 {"parse_special", parse_special}});
+}
+
 slot_request save_request(int slot, const std::string& file) {
     return post(slot_call::save, fmt::format("/slots/{}?action=save", slot), {{"filename", file}});
 }
@@ -101,16 +116,96 @@ slot_result<std::string> read_template_answer(call_end e) {
         });
 }
 
+// {"tokens":[1,2,...]} read without building a JSON tree (a 100K-token answer is 600 KB of
+// numbers); std::nullopt for anything else, which the JSON reader then reads.
+std::optional<std::vector<int>> scan_tokens(std::string_view s) {
+    std::size_t i = 0;
+    const auto skip = [&] {
+        while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) ++i;
+    };
+    const auto take = [&](std::string_view word) {
+        skip();
+        if (s.substr(i, word.size()) != word) return false;
+        i += word.size();
+        return true;
+    };
+    if (!take("{") || !take("\"tokens\"") || !take(":") || !take("[")) return std::nullopt;
+    std::vector<int> out;
+    out.reserve(s.size() / 6);
+    skip();
+    if (i < s.size() && s[i] == ']') {
+        ++i;
+    } else {
+        for (;;) {
+            skip();
+            const bool negative = i < s.size() && s[i] == '-';
+            if (negative) ++i;
+            const std::size_t digits = i;
+            std::int64_t v = 0;
+            while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - digits < 11) {
+                v = v * 10 + (s[i] - '0');
+                ++i;
+            }
+            if (i == digits || (i < s.size() && s[i] >= '0' && s[i] <= '9')) return std::nullopt;
+            v = negative ? -v : v;
+            if (v < INT32_MIN || v > INT32_MAX) return std::nullopt;
+            out.push_back(static_cast<int>(v));
+            skip();
+            if (i < s.size() && s[i] == ',') {
+                ++i;
+                continue;
+            }
+            if (i < s.size() && s[i] == ']') {
+                ++i;
+                break;
+            }
+            return std::nullopt;
+        }
+    }
+    if (!take("}")) return std::nullopt;
+    skip();
+    if (i != s.size()) return std::nullopt;
+    return out;
+}
+
 slot_result<std::vector<int>> read_tokenize_answer(call_end e) {
+    if (e.ok()) {
+        if (auto fast = scan_tokens(e.body)) {
+            slot_result<std::vector<int>> r{std::move(e), std::nullopt};
+            r.value = std::move(fast);
+            return r;
+        }
+    }
     return read_answer<std::vector<int>>(
         std::move(e), [](const json& answer) -> std::optional<std::vector<int>> {
             if (!answer.contains("tokens") || !answer["tokens"].is_array()) return std::nullopt;
-            try {
-                return answer["tokens"].get<std::vector<int>>();
-            } catch (const json::exception&) {
-                return std::nullopt;
+            std::vector<int> out;
+            for (const auto& t : answer["tokens"]) {
+                // Token ids only: whole numbers in an int's range, never rounded or wrapped.
+                if (t.is_number_integer() && !t.is_number_unsigned()) {
+                    const auto v = t.get<std::int64_t>();
+                    if (v < INT32_MIN || v > INT32_MAX) return std::nullopt;
+                    out.push_back(static_cast<int>(v));
+                } else if (t.is_number_unsigned() && t.get<std::uint64_t>() <= INT32_MAX) {
+                    out.push_back(static_cast<int>(t.get<std::uint64_t>()));
+                } else {
+                    return std::nullopt;
+                }
             }
+            return out;
         });
+}
+
+slot_result<std::vector<std::vector<int>>> read_tokenize_parts_answer(call_end e) {
+    auto r = read_tokenize_answer(std::move(e));
+    slot_result<std::vector<std::vector<int>>> out{std::move(r.end), std::nullopt};
+    if (!r.value) return out;
+    out.value.emplace(1);
+    for (const int t : *r.value) {
+        if (t == part_separator) out.value->emplace_back();
+        else out.value->back().push_back(t);
+    }
+    return out;
 }
 
 slot_result<saved> read_save_answer(call_end e) {

@@ -45,6 +45,14 @@ slot_request slots_request();
 slot_request apply_template_request(const nlohmann::json& chat_body);
 // Tokenized as the chat endpoint does: special tokens added and parsed.
 slot_request tokenize_request(std::string text);
+// Several texts tokenized in one call, as the parts of one prompt in this order (llama-server's
+// /tokenize takes an array of texts and token ids): `first` says texts[0] begins the prompt and
+// gets the tokens a prompt begins with; the others get none. `parse_special` false tokenizes
+// special tokens' texts as plain text. The answer holds the texts' tokens with `part_separator`
+// between them, which no tokenizer makes (read_tokenize_parts_answer cuts there).
+inline constexpr int part_separator = -1;
+slot_request tokenize_parts_request(const std::vector<std::string>& texts, bool first,
+                                    bool parse_special);
 // `file`: a plain file name in the backend's --slot-save-path.
 slot_request save_request(int slot, const std::string& file);
 slot_request restore_request(int slot, const std::string& file);
@@ -86,6 +94,8 @@ struct saved {
 slot_result<nlohmann::json> read_slots_answer(call_end e);       // the array of slots
 slot_result<std::string> read_template_answer(call_end e);       // "prompt"
 slot_result<std::vector<int>> read_tokenize_answer(call_end e);  // "tokens"
+// "tokens" cut at each part_separator: one more group than separators.
+slot_result<std::vector<std::vector<int>>> read_tokenize_parts_answer(call_end e);
 slot_result<saved> read_save_answer(call_end e);
 slot_result<restored> read_restore_answer(call_end e);
 slot_result<api::prompt_stats> read_prime_answer(call_end e);  // the prefill's timings

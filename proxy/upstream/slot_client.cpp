@@ -44,6 +44,19 @@ awaitable<slot_result<std::vector<int>>> slot_client::tokenize(std::string text)
     return exchange(tokenize_request(std::move(text)), &read_tokenize_answer);
 }
 
+awaitable<slot_result<std::vector<std::vector<int>>>> slot_client::tokenize_parts(
+    std::vector<std::string> texts, bool first, bool parse_special) {
+    auto r = co_await exchange(tokenize_parts_request(texts, first, parse_special),
+                               &read_tokenize_parts_answer);
+    if (r.value) {
+        auto& groups = *r.value;
+        // Without `first` the answer begins with a separator: an empty group before the texts.
+        if (!first && !groups.empty() && groups.front().empty()) groups.erase(groups.begin());
+        if (groups.size() != texts.size()) r.value.reset();
+    }
+    co_return r;
+}
+
 awaitable<slot_result<saved>> slot_client::save(int slot, const std::string& file) {
     return exchange(save_request(slot, file), &read_save_answer);
 }

@@ -34,6 +34,10 @@ class slot_client {
         const nlohmann::json& chat_body);
     // POST /tokenize: `text`'s tokens as the chat endpoint makes them.
     boost::asio::awaitable<slot_result<std::vector<int>>> tokenize(std::string text);
+    // POST /tokenize of `texts` as parts of one prompt (slot_api.hpp: tokenize_parts_request):
+    // each one's tokens, in order; no value unless there is one group per text.
+    boost::asio::awaitable<slot_result<std::vector<std::vector<int>>>> tokenize_parts(
+        std::vector<std::string> texts, bool first, bool parse_special);
     boost::asio::awaitable<slot_result<saved>> save(int slot, const std::string& file);
     boost::asio::awaitable<slot_result<restored>> restore(int slot, const std::string& file);
     // Only for a slot warmslot holds reserved and idle.

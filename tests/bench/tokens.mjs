@@ -1,10 +1,15 @@
-// What naming a request by its tokens costs per request: the two calls the disk tier makes to
-// llama-server for every request long enough for a file (POST /apply-template with the request,
-// then POST /tokenize of the rendered prompt with special tokens added and parsed, exactly as
-// proxy/tier/disk_tier.cpp sends them), on a 20K- and a 100K-token prompt, idle and with one
-// core kept busy. Hashing the tokens into their block chain is measured by
-// build/tests/bench/fingerprint_bench (pure code); this prints the calls' time and the hash time
-// beside it when that binary is built.
+// What naming a request by its tokens costs per request, on a 20K- and a 100K-token prompt, idle
+// and with one core kept busy:
+// - the two calls to llama-server that name a prompt seen for the first time (POST
+//   /apply-template with the request, then POST /tokenize of the whole rendered prompt with
+//   special tokens added and parsed), sent straight to llama-server;
+// - warmslot's own step, timed by warmslot (its debug log's "prompt tokens" lines, summed per
+//   request): for a new document each time, and for a conversation that grows by a turn per
+//   request, whose repeated parts warmslot does not send to /tokenize again
+//   (cache/token_parts.hpp). llama-server runs with a 4096-token context there, so it refuses
+//   each request right after warmslot named it: no prefill is waited for.
+// Hashing the tokens into their block chain is measured by build/tests/bench/fingerprint_bench
+// (pure code); this prints the hash time beside the calls when that binary is built.
 //
 //   node tests/bench/tokens.mjs [--runs N] [--write-doc]
 //
@@ -19,7 +24,8 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { postJson, startLlama } from '../integration/lib/llama.mjs';
-import { repoRoot } from '../integration/lib/procs.mjs';
+import { repoRoot, waitFor } from '../integration/lib/procs.mjs';
+import { startWarmslot } from '../integration/lib/warmslot.mjs';
 import { makeDocument } from '../integration/lib/text.mjs';
 import { startLoad } from './lib/load.mjs';
 
@@ -67,6 +73,55 @@ async function measure(url, b, runs) {
   return { count, render, tokenize, total };
 }
 
+// warmslot's step per request, from its debug log since the previous request: the render and
+// tokenize times of the request's own prompt (its longest "prompt tokens" line), and the whole
+// step's wall time ("request named by N tokens in X ms": the request and, at the same time, its
+// stable messages when their count is not remembered yet).
+async function measureWarmslot(ws, bodies, runs) {
+  const render = [], tokenize = [], total = [];
+  let count = 0;
+  let offset = fs.statSync(ws.logFile).size;
+  const linesSince = () => {
+    const text = fs.readFileSync(ws.logFile, 'utf8');
+    const fresh = text.slice(offset);
+    offset = text.length;
+    return {
+      prompts: [...fresh.matchAll(/prompt tokens: (\d+) from \d+ bytes, rendered in ([\d.]+) ms, tokenized in ([\d.]+) ms/g)]
+        .map((m) => ({ tokens: Number(m[1]), render: Number(m[2]), tokenize: Number(m[3]) })),
+      steps: [...fresh.matchAll(/request named by \d+ tokens in ([\d.]+) ms/g)].map((m) => Number(m[1])),
+    };
+  };
+  for (let i = 0; i < runs + 3; i++) {
+    const r = await postJson(`${ws.url}/v1/chat/completions`, bodies(i));
+    if (r.status === 200) throw new Error('llama-server answered a prompt longer than its context');
+    const seen = { prompts: [], steps: [] };
+    await waitFor('warmslot to log the request\'s tokens', () => {
+      const l = linesSince();
+      seen.prompts.push(...l.prompts);
+      seen.steps.push(...l.steps);
+      return seen.steps.length > 0;
+    }, 10000, 5);
+    const own = seen.prompts.reduce((a, l) => (l.tokens > a.tokens ? l : a));
+    count = own.tokens;
+    if (i < 3) continue;
+    render.push(own.render); tokenize.push(own.tokenize); total.push(seen.steps.reduce((a, x) => a + x, 0));
+  }
+  return { count, render, tokenize, total };
+}
+
+// A conversation of about `tokens` tokens that grows by one short turn per request.
+function conversation(tokens, seed) {
+  const doc = makeDocument(seed, tokens);
+  return (i) => {
+    const messages = [{ role: 'system', content: doc }];
+    for (let t = 0; t <= i; t++) {
+      messages.push({ role: 'user', content: `Question ${t}: what is on line ${t + 1}?` });
+      if (t < i) messages.push({ role: 'assistant', content: `Line ${t + 1} says ${seed}.${t + 1}.` });
+    }
+    return { messages, max_tokens: 1 };
+  };
+}
+
 // Microseconds to hash `tokens` tokens into their block chain, from fingerprint_bench's table.
 function hashMicros() {
   const bin = path.join(repoRoot, process.env.WARMSLOT_BUILD_DIR ?? 'build', 'tests/bench/fingerprint_bench');
@@ -83,25 +138,34 @@ function hashMicros() {
 const o = parseArgs(process.argv.slice(2));
 const hashes = hashMicros();
 const rows = [];
+const row = (arch, load, what, r, size) => {
+  const hash = hashes.get(size);
+  rows.push(`| ${arch} | ${load} | ${what} | ${r.count} | ${quantile(r.render, 0.5).toFixed(1)} | ` +
+    `${quantile(r.tokenize, 0.5).toFixed(1)} | ${hash === undefined ? '-' : (hash / 1000).toFixed(2)} | ` +
+    `**${(quantile(r.total, 0.5) + (hash ?? 0) / 1000).toFixed(1)}** | ${(quantile(r.total, 0.95) + (hash ?? 0) / 1000).toFixed(1)} |`);
+  console.error(rows.at(-1));
+};
 for (const arch of ['llama', 'qwen35']) {
   const llama = await startLlama({ arch, slots: 1, ctx: 4096 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
+    extra: 'cache:\n  min_prefix_tokens: 1024\n', logLevel: 'debug' });
   try {
     for (const load of [0, 1]) {
       const busy = startLoad(load);
       try {
         for (const size of [20000, 100000]) {
-          const r = await measure(llama.url, body(size, 900 + size / 1000), o.runs);
-          const hash = hashes.get(size);
-          rows.push(`| ${arch} | ${load} | ${r.count} | ${quantile(r.render, 0.5).toFixed(1)} | ` +
-            `${quantile(r.tokenize, 0.5).toFixed(1)} | ${hash === undefined ? '-' : (hash / 1000).toFixed(2)} | ` +
-            `**${(quantile(r.total, 0.5) + (hash ?? 0) / 1000).toFixed(1)}** | ${(quantile(r.total, 0.95) + (hash ?? 0) / 1000).toFixed(1)} |`);
-          console.error(rows.at(-1));
+          row(arch, load, 'straight to llama-server, whole', await measure(llama.url, body(size, 900 + size / 1000), o.runs), size);
+          row(arch, load, 'warmslot, a new document each time',
+            await measureWarmslot(ws, (i) => body(size, 5000 + 100 * load + size / 1000 + i), o.runs), size);
+          row(arch, load, 'warmslot, a conversation growing a turn at a time',
+            await measureWarmslot(ws, conversation(size, 7000 + 100 * load + size / 1000), o.runs), size);
         }
       } finally {
         await busy.stop();
       }
     }
   } finally {
+    await ws.stop();
     await llama.stop();
   }
 }
@@ -109,8 +173,8 @@ for (const arch of ['llama', 'qwen35']) {
 const table = [
   `${o.runs} requests per case after 3 untimed ones; load = cores kept busy; ms per request`,
   '',
-  '| model | load | prompt tokens | render p50 | tokenize p50 | hash chain | total p50 | total p95 |',
-  '|---|---:|---:|---:|---:|---:|---:|---:|',
+  '| model | load | prompts | prompt tokens | render p50 | tokenize p50 | hash chain | total p50 | total p95 |',
+  '|---|---:|---|---:|---:|---:|---:|---:|---:|',
   ...rows,
 ].join('\n');
 console.log(table);

@@ -19,6 +19,8 @@ const files = [
   'disk-policy.test.mjs',
   // token prefixes: learned split points, primed in two steps on the hybrid model
   'token-prefix.test.mjs',
+  // prompts tokenized by parts give llama-server's own tokens (its tokenizer and /tokenize)
+  'token-parts.test.mjs',
   // Messages requests placed by llama-server on the slot warmslot prepared (hybrid checkpoints)
   'floating.test.mjs',
   // the test models' answers read their prompt, and warmslot's cache paths give llama-server's

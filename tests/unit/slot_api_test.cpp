@@ -86,6 +86,14 @@ TEST_CASE("slot api: requests as llama-server takes them") {
     CHECK(json::parse(tokenize.body) ==
           json{{"content", "text"}, {"add_special", true}, {"parse_special", true}});
 
+    // Parts of one prompt: ids between the texts cut the answer; only a prompt's start gets BOS.
+    const auto start = up::tokenize_parts_request({"a", "b"}, true, true);
+    CHECK(json::parse(start.body) == json{{"content", {"a", -1, "b"}},
+                                          {"add_special", true}, {"parse_special", true}});
+    const auto later = up::tokenize_parts_request({"a", "b"}, false, false);
+    CHECK(json::parse(later.body) == json{{"content", {-1, "a", -1, "b"}},
+                                          {"add_special", false}, {"parse_special", false}});
+
     const auto prime = up::prime_request(2, {1, 15, 7});
     CHECK(prime.call == up::slot_call::prime);
     CHECK(prime.target == "/completion");
@@ -149,6 +157,36 @@ TEST_CASE("slot api: rendering and tokenizing answers") {
     CHECK_FALSE(up::read_tokenize_answer(answered(200, R"({"tokens":[{"id":1}]})")).value);
     CHECK_FALSE(up::read_tokenize_answer(answered(200, R"({"tokens":"1 2"})")).value);
     CHECK_FALSE(up::read_tokenize_answer(no_answer("refused")).value);
+
+    // Read by the scanner (llama-server's own layout), and by the JSON reader otherwise.
+    struct row {
+        std::string body;
+        std::optional<std::vector<int>> want;
+    };
+    const std::vector<row> rows = {
+        {R"({"tokens":[]})", std::vector<int>{}},
+        {R"({ "tokens" : [ 1 , -1,2147483647 ,-2147483648 ] } )",
+         std::vector<int>{1, -1, 2147483647, -2147483647 - 1}},
+        {R"({"tokens":[2147483648]})", std::nullopt},
+        {R"({"tokens":[99999999999999999999]})", std::nullopt},
+        {R"({"tokens":[1,]})", std::nullopt},
+        {R"({"tokens":[1 2]})", std::nullopt},
+        {R"({"tokens":[-]})", std::nullopt},
+        {R"({"tokens":[1]})", std::vector<int>{1}},
+        {R"({"tokens":[1]} x)", std::nullopt},
+        {R"({"tokens":[1],"extra":true})", std::vector<int>{1}},  // the JSON reader's
+        {R"({"tokens":[1.5]})", std::nullopt},
+        {R"({"tokens":[1e3]})", std::nullopt},
+    };
+    for (const auto& r : rows) {
+        CAPTURE(r.body);
+        CHECK(up::read_tokenize_answer(answered(200, r.body)).value == r.want);
+    }
+
+    const auto parts = up::read_tokenize_parts_answer(answered(200, R"({"tokens":[-1,5,6,-1,-1,7]})"));
+    REQUIRE(parts.value);
+    CHECK(*parts.value == std::vector<std::vector<int>>{{}, {5, 6}, {}, {7}});
+    CHECK_FALSE(up::read_tokenize_parts_answer(answered(500, R"({"tokens":[1]})")).value);
 }
 
 TEST_CASE("slot api: slots and priming answers") {

@@ -7,7 +7,7 @@ export function warmslotBin() {
   return process.env.WARMSLOT_BIN ?? path.join(repoRoot, 'build/proxy/warmslot');
 }
 
-export function yamlConfig({ backends, apiKeys = [], extra = '' }) {
+export function yamlConfig({ backends, apiKeys = [], extra = '', logLevel }) {
   const lines = ['listen: 127.0.0.1:0', 'backends:'];
   for (const b of backends) {
     lines.push(`  - name: ${b.name}`);
@@ -21,15 +21,16 @@ export function yamlConfig({ backends, apiKeys = [], extra = '' }) {
     for (const k of apiKeys) lines.push(`  - "${k}"`);
   }
   // WARMSLOT_TEST_LOG_LEVEL=debug gives every warmslot a test starts debug logs.
-  lines.push('log:', `  level: ${process.env.WARMSLOT_TEST_LOG_LEVEL ?? 'info'}`);
+  lines.push('log:', `  level: ${logLevel ?? process.env.WARMSLOT_TEST_LOG_LEVEL ?? 'info'}`);
   return `${lines.join('\n')}\n${extra}`;
 }
 
 // backends: [{ name, url | command, slotSaveDir?, lines? }]. Returns { url, port, proc, stop, configFile, logFile }.
-export async function startWarmslot({ backends, apiKeys, extra, env } = {}) {
+// logLevel: the log's level (else WARMSLOT_TEST_LOG_LEVEL, else info).
+export async function startWarmslot({ backends, apiKeys, extra, env, logLevel } = {}) {
   const dir = tempDir('warmslot');
   const configFile = path.join(dir, 'warmslot.yaml');
-  fs.writeFileSync(configFile, yamlConfig({ backends, apiKeys, extra }));
+  fs.writeFileSync(configFile, yamlConfig({ backends, apiKeys, extra, logLevel }));
   const logFile = path.join(dir, 'warmslot.log');
   const proc = startProcess(warmslotBin(), ['--config', configFile], { logFile, env });
   const url = await waitFor('warmslot to listen', () => {
