@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { getJson, postJson, startLlama } from './lib/llama.mjs';
 import { waitFor } from './lib/procs.mjs';
-import { startWarmslot } from './lib/warmslot.mjs';
+import { readSse, startWarmslot } from './lib/warmslot.mjs';
 import { chat, makeDocument } from './lib/text.mjs';
 
 const keys = { a: 'isolation-client-a-0001', b: 'isolation-client-b-0001', admin: 'isolation-admin-0001' };
@@ -143,15 +143,26 @@ test('isolation: a request that finds every slot busy waits for one instead of j
   try {
     const doc = makeDocument(4402, 6000);
     await ask(s.ws, s.llama, keys.a, doc, 'What comes first?');
-    // a's long answer holds the one slot; b's request with the same document comes meanwhile.
-    const long = ask(s.ws, s.llama, keys.a, doc, 'Count.', { max_tokens: 300, ignore_eos: true });
-    await waitFor('a\'s answer to be running', async () => {
-      const slots = (await getJson(`${s.llama.url}/slots`)).body;
-      return slots.some((x) => x.is_processing);
-    }, 60000, 20);
+    // a's long answer holds the one slot; b's request with the same document comes once a's
+    // first token streamed (3,000 tokens: about 2 s on the tiny model).
+    const long = await fetch(`${s.ws.url}/v1/chat/completions`, {
+      method: 'POST', headers: { ...bearer(keys.a), 'content-type': 'application/json' },
+      body: JSON.stringify(chat(doc, 'Count.', { max_tokens: 3000, ignore_eos: true, stream: true })),
+    });
+    assert.equal(long.status, 200);
+    let running;
+    const started = new Promise((resolve) => { running = resolve; });
+    let cached = 0;
+    const finished = readSse(long, (data) => {
+      running();
+      if (data === '[DONE]') return;
+      const event = JSON.parse(data);
+      if (event.timings) cached = event.timings.cache_n;
+    });
+    await started;
     const b = await ask(s.ws, s.llama, keys.b, doc, 'Which line is longest?');
-    const a = await long;
-    assert.ok(a.cached > 1000, JSON.stringify(a));
+    await finished;
+    assert.ok(cached > 1000, `a's long answer reused its document: ${cached}`);
     // Queued in llama-server, b's request would have been given a's slot and reused its
     // document; here it waited and computed its own.
     assert.ok(b.computed >= b.prompt, JSON.stringify(b));
