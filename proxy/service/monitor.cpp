@@ -317,7 +317,9 @@ awaitable<std::optional<bool>> monitor::probe_stable_slots(config::backend b, st
         if (it == before->end() || it->processing) co_return std::nullopt;
     }
     for (int slot : {first, second}) {
-        json body = {{"prompt", "warmslot slot probe " + std::to_string(slot)},
+        // The slot's id as the prompt: a token or two, the least a probe can make llama-server
+        // compute (it is counted in the backend's prompt tokens like any request's).
+        json body = {{"prompt", std::to_string(slot)},
                      {"n_predict", 1}, {"id_slot", slot}, {"cache_prompt", true},
                      {"temperature", 0}};
         // Only the transport matters: the server may reject the one sampled token (a chat

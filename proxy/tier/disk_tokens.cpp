@@ -4,17 +4,15 @@
 // what is new since earlier requests (usually the last turns) goes to /tokenize.
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdint>
-#include <string>
+#include <map>
 #include <optional>
-#include <tuple>
+#include <string>
 #include <string_view>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "api/prefix_cut.hpp"
 #include "tier/disk_prefix.hpp"

@@ -55,7 +55,7 @@ function backendUrl(ws, backend) {
 async function probeTokens(url) {
   let n = 0;
   for (const slot of [0, 1]) {
-    n += (await postJson(`${url}/tokenize`, { content: `warmslot slot probe ${slot}`, add_special: true })).body.tokens.length;
+    n += (await postJson(`${url}/tokenize`, { content: `${slot}`, add_special: true })).body.tokens.length;
   }
   return n;
 }

@@ -74,7 +74,7 @@ async function metric(url, name, headers = {}) {
 async function probeTokens(url, headers) {
   let n = 0;
   for (const slot of [0, 1]) {
-    const r = await postJson(`${url}/tokenize`, { content: `warmslot slot probe ${slot}`, add_special: true }, headers);
+    const r = await postJson(`${url}/tokenize`, { content: `${slot}`, add_special: true }, headers);
     n += r.body.tokens.length;
   }
   return n;

@@ -54,7 +54,7 @@ not. The machine is shared, so each table gives the load average seen during its
   is left to other benchmarks.
 - **Prompt tokens processed**: the sum over the run's llama-server processes of the increase of
   \`llamacpp:prompt_tokens_total\` (\`/metrics\`) from just before the first request to just after
-  the last one. warmslot's start-up probe (about 21 tokens per slot probed, once per backend
+  the last one. warmslot's start-up probe (a token or two per slot probed, once per backend
   start) happens before and is listed under the table instead.
 - **Lower bound**: each distinct prefix processed once, plus every question: every request's
   prompt tokens (the server's \`/apply-template\` rendering, tokenized by \`/tokenize\` as
@@ -98,10 +98,10 @@ not. The machine is shared, so each table gives the load average seen during its
   \`llama\` and the hybrid \`qwen35\` model (\`--arch qwen35\`); warmslot runs it with
   \`cache.min_prefix_tokens: 512\` because the bench preset's documents are shorter than the
   default threshold. The count is every prompt token llama-server computed after the restart,
-  so it includes warmslot's own check of the new process: its slot probe (two prompts of 21
-  tokens on these models) when the probe comes after the counting starts, as it did in two of
-  three replays with one core busy on 2026-12-01 (565 = 523 + 42: 1.08x, the per-request counts
-  were the bound's in all three).
+  so it includes warmslot's own check of the new process: its slot probe (two prompts of a token or
+  two on these models; 21 tokens each until 2026-12-07) when the probe comes after the counting
+  starts, as it did in two of three replays with one core busy on 2026-12-01 (565 = 523 + 42:
+  1.08x, the per-request counts were the bound's in all three).
 - **Messages workload** (\`messages\`): \`docqa\`'s requests sent over OpenAI chat completions and
   over Anthropic Messages (\`/v1/messages\`, streamed; the document as \`system\`, the question as the
   user message), to llama-server alone and through warmslot. llama-server drops \`id_slot\` from a
