@@ -190,6 +190,10 @@ int runtime::run(const run_options& options) {
             }
         }
     }
+    // A backend about to fall asleep (--sleep-idle-seconds) keeps its valuable prefixes on disk.
+    monitor_.on_quiet([this](int backend) {
+        net::co_spawn(control_, save_slots(backend, std::nullopt), net::detached);
+    });
     monitor_.start();
     supervisor_.start();
     watch_file();

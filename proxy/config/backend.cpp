@@ -107,6 +107,11 @@ backend reader::read_backend(const entry& e) const {
                       b.ctx_checkpoints = static_cast<long>(read_count(v, 0, 1u << 16));
                       url_only.emplace_back(v.path, v.line);
                   }},
+                 {"sleep_idle",
+                  [&](const entry& v) {
+                      b.sleep_idle = read_duration(v, true);
+                      url_only.emplace_back(v.path, v.line);
+                  }},
                  {"start",
                   [&](const entry& v) {
                       const std::string mode = read_scalar(v, "always or on_demand");
@@ -143,7 +148,7 @@ backend reader::read_backend(const entry& e) const {
     if (b.supervised() && !url_only.empty()) {
         fail(url_only.front().second, url_only.front().first,
              "only applies to a url backend; a command backend's is read from its command "
-             "(--ctx-checkpoints N)");
+             "(--ctx-checkpoints N, --sleep-idle-seconds N)");
     }
     return b;
 }

@@ -67,6 +67,10 @@ struct backend {
     // 0 on a hybrid model means a rollback recomputes the prefix. std::nullopt: not stated.
     // A command backend's is read from its command (routing::ctx_checkpoints_of).
     std::optional<long> ctx_checkpoints;
+    // A url backend's --sleep-idle-seconds as its owner states it (0 = it never sleeps): warmslot
+    // then lets it sleep and knows its slots empty once it does. A command backend's is read
+    // from its command (routing::sleep_idle_of); sleep_after() gives either.
+    millis sleep_idle{0};
     std::string slot_save_path;      // the directory given to its --slot-save-path, as seen
                                      // from warmslot ("" = no disk tier for this backend). For a
                                      // command backend it defaults to <cache.dir>/slots/<name>.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -44,6 +45,10 @@ std::optional<props_reading> read_props(const json& props) {
     info.build_info = *build;
     info.model_path = *path;
     r.model_alias = *alias;
+    if (const auto z = props.find("is_sleeping"); z != props.end() && !z->is_null()) {
+        if (!z->is_boolean()) return std::nullopt;
+        r.sleeping = z->get<bool>();
+    }
     if (const auto f = props.find("model_ftype"); f != props.end() && !f->is_null()) {
         if (!f->is_string() && !f->is_number()) return std::nullopt;
         info.model_type = f->dump();
@@ -208,26 +213,46 @@ bool rolls_back_to_checkpoints_only(std::string_view architecture) {
     return std::find(recurrent.begin(), recurrent.end(), architecture) != recurrent.end();
 }
 
-std::optional<long> ctx_checkpoints_of(
-    const std::vector<std::string>& argv,
-    const std::function<std::optional<std::string>(const std::string&)>& lookup) {
-    const auto number = [](std::string_view text) -> std::optional<long> {
-        long v = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (ec != std::errc() || end != text.data() + text.size() || v < 0) return std::nullopt;
-        return v;
-    };
-    std::optional<std::string> value;  // the last one given wins, as in llama-server
+namespace {
+
+std::optional<long> whole_number(std::string_view text) {
+    long v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v < 0) return std::nullopt;
+    return v;
+}
+
+// The value of the last of `names` in argv (after it, or after "="), as llama-server takes it.
+std::optional<std::string> flag_value(const std::vector<std::string>& argv,
+                                      std::initializer_list<std::string_view> names) {
+    std::optional<std::string> value;
     for (std::size_t i = 1; i < argv.size(); ++i) {
         const std::string_view a = argv[i];
         const std::string_view name = a.substr(0, a.find('='));
-        if (name != "-ctxcp" && name != "--ctx-checkpoints" && name != "--swa-checkpoints") continue;
+        if (std::find(names.begin(), names.end(), name) == names.end()) continue;
         if (name.size() != a.size()) value = std::string(a.substr(name.size() + 1));
         else if (i + 1 < argv.size()) value = argv[++i];
     }
-    if (value) return number(*value);
-    if (const auto env = lookup("LLAMA_ARG_CTX_CHECKPOINTS")) return number(*env);
+    return value;
+}
+
+}  // namespace
+
+std::optional<long> ctx_checkpoints_of(
+    const std::vector<std::string>& argv,
+    const std::function<std::optional<std::string>(const std::string&)>& lookup) {
+    const auto value = flag_value(argv, {"-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"});
+    if (value) return whole_number(*value);
+    if (const auto env = lookup("LLAMA_ARG_CTX_CHECKPOINTS")) return whole_number(*env);
     return std::nullopt;
+}
+
+std::optional<long> sleep_idle_of(const std::vector<std::string>& argv) {
+    const auto value = flag_value(argv, {"--sleep-idle-seconds"});
+    if (!value) return std::nullopt;
+    const auto n = whole_number(*value);
+    if (!n || *n == 0) return std::nullopt;
+    return n;
 }
 
 std::string identity_of(const backend_info& info, const std::string& stamp,

@@ -21,6 +21,7 @@ namespace warmslot::routing {
 struct props_reading {
     backend_info info;  // models and identity left empty
     std::string model_alias;
+    bool sleeping = false;  // "is_sleeping": the model is unloaded (--sleep-idle-seconds)
 };
 std::optional<props_reading> read_props(const nlohmann::json& props);
 
@@ -71,6 +72,11 @@ bool rolls_back_to_checkpoints_only(std::string_view architecture);
 std::optional<long> ctx_checkpoints_of(
     const std::vector<std::string>& argv,
     const std::function<std::optional<std::string>(const std::string&)>& lookup);
+
+// The seconds of idleness after which a command backend's llama-server sleeps
+// (`--sleep-idle-seconds N`, the last one given); std::nullopt when not set, -1 (off) or not a
+// number.
+std::optional<long> sleep_idle_of(const std::vector<std::string>& argv);
 
 // Everything a slot file must match to load into this backend and mean the same thing: the
 // model (its content identity `stamp` "gguf:..." when warmslot can read the file,

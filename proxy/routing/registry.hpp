@@ -156,6 +156,12 @@ public:
     // warmslot gave its own process): no request goes there, not even as a last resort.
     void set_foreign(int backend, bool foreign);
     bool foreign(int backend) const;
+    // A backend that puts itself to sleep after some idle time (llama-server
+    // --sleep-idle-seconds: the model is unloaded and every slot with it) has been quiet for
+    // nearly that long: it may be asleep by now. A request first has it checked (the monitor
+    // then sees it asleep and forgets its slots), so it is planned on what they hold.
+    void set_drowsy(int backend, bool drowsy);
+    bool drowsy(int backend) const;
     void reconcile(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
     void forget_all(int backend); // restart detected: nothing is held any more
     // The slot of a reserved ticket now holds exactly `levels` (`tokens` tokens): after a
@@ -252,6 +258,7 @@ private:
         bool retired = false;                    // removed by a reload: never planned
         bool stopped = false;                    // supervised process not running
         bool foreign = false;                    // see set_foreign
+        bool drowsy = false;                     // see set_drowsy
         std::uint64_t checks_started = 0;        // monitor checks begun and finished
         std::uint64_t checks_done = 0;
         std::uint64_t trusted_after = 0;         // no plans until checks_done reaches this

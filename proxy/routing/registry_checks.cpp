@@ -160,4 +160,16 @@ registry::ahead_state registry::ahead(int backend, int slot, const fingerprint& 
     return out;
 }
 
+void registry::set_drowsy(int backend, bool drowsy) {
+    std::lock_guard lock(mu_);
+    const auto i = static_cast<std::size_t>(backend);
+    if (i < backends_.size()) backends_[i].drowsy = drowsy;
+}
+
+bool registry::drowsy(int backend) const {
+    std::lock_guard lock(mu_);
+    const auto i = static_cast<std::size_t>(backend);
+    return i < backends_.size() && backends_[i].drowsy;
+}
+
 }  // namespace warmslot::routing

@@ -394,6 +394,13 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                             takes_slot, out.caller ? out.caller->tenant : std::string(),
                             cfg.cache.isolated());
     };
+    // A backend that may have fallen asleep since its last check (llama-server
+    // --sleep-idle-seconds empties its slots) is checked first: the request is then planned on
+    // what its slots hold (service/monitor_sleep.cpp).
+    for (std::size_t i = 0; i < known; ++i) {
+        const int idx = static_cast<int>(i);
+        if (reg_.drowsy(idx)) co_await await_checks(cfg, idx, st, out, "sleep check");
+    }
     // Ends however this coroutine ends: an exception or a destroyed coroutine cancels it.
     routing::reservation t(reg_, plan_now(true));
     if (t->p.backend < 0 && !t->p.unknown_model) {

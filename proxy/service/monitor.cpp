@@ -221,6 +221,10 @@ awaitable<bool> monitor::look(std::size_t i) {
                         info.lora.empty() ? "" : ", adapters " + info.lora);
         }
     }
+    if (co_await let_sleep(b, i, reading->sleeping)) {
+        reg_.set_healthy(idx, true);
+        co_return true;
+    }
     const auto slots = co_await read_slots(b);
     if (!slots) {
         unreadable(b, st, "GET /slots");

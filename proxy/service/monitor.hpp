@@ -10,6 +10,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <boost/asio/thread_pool.hpp>
 #include <memory>
 #include <optional>
@@ -35,6 +37,11 @@ public:
     void stop();
     // Checks `backend` as soon as the check under way (if any) is over.
     void check_now(int backend);
+    // Called on the monitor's worker when a backend that sleeps (--sleep-idle-seconds) has been
+    // quiet for half its sleep time, once per quiet period: its valuable slots are worth saving
+    // before it sleeps. Set before start().
+    using quiet_fn = std::function<void(int backend)>;
+    void on_quiet(quiet_fn f) { on_quiet_ = std::move(f); }
 
 private:
     // Per backend; only touched on ex_.
@@ -52,6 +59,12 @@ private:
         std::string identity;         // the last full identity
         std::int64_t last_task = -1;  // highest task id its slots showed (routing::latest_task)
         net::steady_timer* timer = nullptr;  // the watch's pause, while it waits
+        // A backend that sleeps (service/monitor_sleep.cpp):
+        bool asleep = false;                  // /props said so at the last check
+        bool metrics_warned = false;          // its /metrics did not answer (logged once)
+        bool saved_quiet = false;             // on_quiet was called in this quiet period
+        std::string activity;                 // what /metrics said had run, at the last change
+        std::chrono::steady_clock::time_point quiet_since;
     };
     awaitable<void> watch(std::size_t backend);
     awaitable<void> refresh(std::size_t backend);  // one check; never throws
@@ -64,6 +77,10 @@ private:
     awaitable<std::optional<bool>> probe_stable_slots(config::backend b, std::size_t backend,
                                                       int total_slots);
     awaitable<std::optional<std::vector<routing::observed_slot>>> read_slots(config::backend b);
+    // For a backend that sleeps: whether this check leaves its slots unread (it sleeps, or
+    // nothing ran there since the last check), keeping track of how long it has been quiet.
+    awaitable<bool> let_sleep(config::backend b, std::size_t backend, bool sleeping);
+    static std::chrono::milliseconds sleep_after(const config::backend& b);
     // The model's stamp for routing::identity_of, and what its file says of its architecture
     // (empty when unread).
     awaitable<std::pair<std::string, cache::model_facts>> model_stamp(std::string path);
@@ -78,6 +95,7 @@ private:
     net::thread_pool hasher_{1};  // reads model files (blocking) off the I/O threads
     std::atomic<bool> stopping_{false};
     std::vector<std::unique_ptr<watch_state>> state_;  // by backend index
+    quiet_fn on_quiet_;
 };
 
 }  // namespace warmslot::service

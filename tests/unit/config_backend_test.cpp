@@ -183,7 +183,10 @@ TEST_CASE("config: command backends are validated") {
          ""},
         {head + "    command: [s]\n    restart: always\n", "backends[0].restart", 4,
          "unknown key; expected one of: name, url, command, models, slot_save_path, "
-         "ctx_checkpoints, start, idle_stop, start_timeout, restart_backoff_max, env"},
+         "ctx_checkpoints, sleep_idle, start, idle_stop, start_timeout, restart_backoff_max, env"},
+        {head + "    command: [s]\n    sleep_idle: 300s\n", "backends[0].sleep_idle", 4,
+         "only applies to a url backend"},
+        {head + "    url: http://h:1\n    sleep_idle: 5\n", "backends[0].sleep_idle", 4, ""},
         {head + "    url: http://h:1\n    env: {CUDA_VISIBLE_DEVICES: \"0\"}\n", "backends[0].env", 4,
          "only applies to a backend with command"},
         {head + "    command: [s]\n    env: [A=1]\n", "backends[0].env", 4,
@@ -221,6 +224,16 @@ TEST_CASE("config: ctx_checkpoints of a url backend; a command backend's comes f
     CHECK(c.backends[0].ctx_checkpoints == 0L);
     CHECK_FALSE(c.backends[1].ctx_checkpoints);
     CHECK_FALSE(c.backends[0].env_value("PATH"));  // a url backend's environment is not ours
+}
+
+TEST_CASE("config: sleep_idle of a url backend; 0s and unset mean it never sleeps") {
+    const cfg::config c = parse("backends:\n  - name: a\n    url: http://h:1\n"
+                                "    sleep_idle: 5m\n  - name: b\n    url: http://h:2\n"
+                                "  - name: c\n    url: http://h:3\n    sleep_idle: 0s\n");
+    REQUIRE(c.backends.size() == 3);
+    CHECK(c.backends[0].sleep_idle == std::chrono::minutes(5));
+    CHECK(c.backends[1].sleep_idle.count() == 0);
+    CHECK(c.backends[2].sleep_idle.count() == 0);
 }
 
 TEST_CASE("config: backend names are safe, unique directory names") {

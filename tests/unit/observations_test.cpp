@@ -22,6 +22,10 @@ TEST_CASE("read_props: the fields the monitor uses, and refusal of wrong types")
     CHECK(r->model_alias == "a");
     CHECK(r->info.model_type == "\"Q8_0\"");
     CHECK(routing::read_props(json::parse(R"({"total_slots":1})")));  // absent fields: defaults
+    CHECK_FALSE(r->sleeping);
+    const auto asleep = routing::read_props(json::parse(R"({"total_slots":1,"is_sleeping":true})"));
+    REQUIRE(asleep);
+    CHECK(asleep->sleeping);
 
     const char* bad[] = {R"({"total_slots":"2"})",
                          R"({"total_slots":2.5})",
@@ -33,6 +37,7 @@ TEST_CASE("read_props: the fields the monitor uses, and refusal of wrong types")
                          R"({"default_generation_settings":{"n_ctx":"big"}})",
                          R"({"default_generation_settings":{"n_ctx":-5}})",
                          R"({"model_ftype":[1]})",
+                         R"({"is_sleeping":"yes"})",
                          R"([1,2])",
                          R"("ok")"};
     for (const char* text : bad) {
@@ -177,6 +182,18 @@ TEST_CASE("ctx_checkpoints_of: the flag in its three names and two forms, else t
     CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "-ctxcp"}, none) == std::nullopt);
     // The program's own name is never read as a flag.
     CHECK(routing::ctx_checkpoints_of(argv{"-ctxcp", "5"}, none) == std::nullopt);
+}
+
+TEST_CASE("sleep_idle_of: --sleep-idle-seconds in its two forms; -1 and junk are none") {
+    using argv = std::vector<std::string>;
+    CHECK(routing::sleep_idle_of(argv{"llama-server", "-m", "x"}) == std::nullopt);
+    CHECK(routing::sleep_idle_of(argv{"llama-server", "--sleep-idle-seconds", "300"}) == 300);
+    CHECK(routing::sleep_idle_of(argv{"llama-server", "--sleep-idle-seconds=5"}) == 5);
+    CHECK(routing::sleep_idle_of(argv{"s", "--sleep-idle-seconds", "5", "--sleep-idle-seconds", "-1"}) ==
+          std::nullopt);  // the last one wins: off
+    CHECK(routing::sleep_idle_of(argv{"s", "--sleep-idle-seconds", "x"}) == std::nullopt);
+    CHECK(routing::sleep_idle_of(argv{"s", "--sleep-idle-seconds"}) == std::nullopt);
+    CHECK(routing::sleep_idle_of(argv{"--sleep-idle-seconds", "5"}) == std::nullopt);
 }
 
 TEST_CASE("identity_of: a new file stamp, adapter or flag makes a new identity") {
