@@ -21,6 +21,8 @@ const files = [
   'token-prefix.test.mjs',
   // prompts tokenized by parts give llama-server's own tokens (its tokenizer and /tokenize)
   'token-parts.test.mjs',
+  // a server that sleeps (--sleep-idle-seconds): let sleep, saved before, restored after
+  'sleep.test.mjs',
   // Messages requests placed by llama-server on the slot warmslot prepared (hybrid checkpoints)
   'floating.test.mjs',
   // the test models' answers read their prompt, and warmslot's cache paths give llama-server's
