@@ -87,7 +87,9 @@ for (const arch of ['llama', 'qwen35']) {
       relay.holdRestores = true;
       const slow = await postJson(`${ws.url}/v1/chat/completions`, chat(doc, 'Q2?'));
       assert.equal(slow.status, 200);
-      assert.equal(relay.restoresHeld, 1);
+      // One restore held, or two: when the request then meets a pooled connection the restart
+      // closed, it is planned again after a check and tries the file once more.
+      assert.ok(relay.restoresHeld >= 1 && relay.restoresHeld <= 2, `restores held: ${relay.restoresHeld}`);
       assert.equal(slow.headers.get('x-warmslot-disk'), 'restore failed, file kept, recomputed');
       assert.ok(slow.body.timings.prompt_n >= 5000, 'the request was recomputed');
       assert.equal(fs.statSync(path.join(llama.saveDir, file)).size, size, 'the file is still there');
