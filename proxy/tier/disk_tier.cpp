@@ -204,21 +204,6 @@ std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
     return p;
 }
 
-awaitable<std::optional<cache::token_chain>> disk_tier::request_chain(upstream::pool& pool,
-                                                                      int backend,
-                                                                      const json& body,
-                                                                      const std::string& tenant) {
-    const auto info = reg_.info(backend);
-    if (!info || info->identity.empty()) co_return std::nullopt;
-    json whole = body;
-    whole.erase("stream");
-    auto tokens = co_await rendered_tokens(pool, backend, whole);
-    if (!tokens || tokens->empty()) co_return std::nullopt;
-    co_return cache::token_chain(
-        cache::key_scope(info->identity, src_.current()->cache.isolated() ? &tenant : nullptr),
-        std::move(*tokens));
-}
-
 awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefix& p,
                                         const cache::token_chain& chain) {
     // The same messages (and what else reaches the template: their fingerprint) render the same
@@ -284,14 +269,7 @@ awaitable<std::optional<cache::token_chain>> disk_tier::request_tokens(
     // The whole prompt holds every prefix a file could keep.
     if (!may_reach(fp.total_bytes, src_.current()->cache.min_prefix_tokens)) co_return std::nullopt;
     try {
-        const auto t0 = std::chrono::steady_clock::now();
-        auto chain = co_await chain_and_prefix(pool, backend, fp, body, tenant);
-        if (chain) {
-            log()->debug("request named by {} tokens in {:.2f} ms", chain->size(),
-                         std::chrono::duration<double, std::milli>(
-                             std::chrono::steady_clock::now() - t0).count());
-        }
-        co_return chain;
+        co_return co_await chain_and_prefix(pool, backend, fp, body, tenant);
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
     }

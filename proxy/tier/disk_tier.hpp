@@ -256,12 +256,13 @@ private:
     std::optional<prefix> stable_prefix(int backend, const routing::fingerprint& fp,
                                         const nlohmann::json& body);
     // The request's prompt tokens as the chat endpoint makes them, chained under the backend's
-    // identity and, under tenant isolation, the tenant whose request they are.
+    // identity and, under tenant isolation, the tenant whose request they are; with `stable`,
+    // its stable messages' token count is learned at the same time (tier/disk_tokens.cpp).
     awaitable<std::optional<cache::token_chain>> request_chain(upstream::pool& pool, int backend,
                                                                const nlohmann::json& body,
-                                                               const std::string& tenant);
-    // request_chain, and at the same time the stable messages' tokens when their count is not
-    // remembered yet (tier/disk_tokens.cpp).
+                                                               const std::string& tenant,
+                                                               const prefix* stable = nullptr);
+    // request_chain with the stable messages when their count is not remembered yet.
     awaitable<std::optional<cache::token_chain>> chain_and_prefix(upstream::pool& pool, int backend,
                                                                   const routing::fingerprint& fp,
                                                                   const nlohmann::json& body,
@@ -272,8 +273,6 @@ private:
     awaitable<std::optional<std::string>> prefix_text(upstream::pool& pool, int backend,
                                                       const nlohmann::json& messages,
                                                       const nlohmann::json& body);
-    awaitable<std::optional<std::vector<int>>> logged_tokens(upstream::pool& pool, int backend,
-                                                             std::string text, double render_ms);
     // Fills p's tokens and key from its messages, when they render as a prefix of `chain`.
     awaitable<bool> place_tokens(upstream::pool& pool, int backend, prefix& p,
                                  const cache::token_chain& chain);
@@ -343,8 +342,6 @@ private:
                                                              const nlohmann::json& messages,
                                                              const nlohmann::json& body,
                                                              const std::vector<int>& full);
-    awaitable<std::optional<std::vector<int>>> rendered_tokens(upstream::pool& pool, int backend,
-                                                               const nlohmann::json& body);
     awaitable<std::optional<std::string>> rendered_text(upstream::pool& pool, int backend,
                                                         const nlohmann::json& body);
     awaitable<std::optional<std::vector<int>>> tokens_of(upstream::pool& pool, int backend,

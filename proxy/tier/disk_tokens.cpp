@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -49,41 +50,57 @@ std::uint64_t fnv1a(const std::vector<int>& tokens) {
 
 }  // namespace
 
-// The request's tokens, and those of its stable messages when their count is not remembered:
-// the two are rendered at once (llama-server answers them on two of its HTTP threads), then
-// tokenized one after the other, so that the stable messages' parts are the request's,
-// remembered by then (cache/token_parts.hpp). prepare() then finds their count remembered
-// (place_tokens) instead of rendering them after the request's own calls.
+// The request's tokens, with its stable messages' when their count is not remembered yet
+// (chain_and_prefix), and how long naming it took (the debug line tests/bench/tokens.mjs reads).
 awaitable<std::optional<cache::token_chain>> disk_tier::chain_and_prefix(
     upstream::pool& pool, int backend, const routing::fingerprint& fp, const nlohmann::json& body,
     const std::string& tenant) {
     const auto t0 = std::chrono::steady_clock::now();
     auto msg = stable_prefix(backend, fp, body);
-    std::string memo;
     if (msg) {
-        memo = placed_key(backend, *msg);
+        const auto memo = placed_key(backend, *msg);
         std::lock_guard lock(mu_);
         if (placed_.contains(memo)) msg.reset();
     }
-    if (!msg) co_return co_await request_chain(pool, backend, body, tenant);
+    auto chain = co_await request_chain(pool, backend, body, tenant, msg ? &*msg : nullptr);
+    if (chain) log()->debug("request named by {} tokens in {:.2f} ms", chain->size(), since(t0));
+    co_return chain;
+}
+
+// The request's prompt tokens. With `stable`, its stable messages are rendered at the same time
+// as the request (llama-server answers the two on two of its HTTP threads), then both texts are
+// tokenized in one go, so that the stable messages' parts are the request's (cache/token_parts);
+// their count is remembered (placed_) when they are a prefix of the request's, and prepare()
+// then finds it there (place_tokens) instead of rendering them after the request's own calls.
+awaitable<std::optional<cache::token_chain>> disk_tier::request_chain(upstream::pool& pool,
+                                                                      int backend,
+                                                                      const nlohmann::json& body,
+                                                                      const std::string& tenant,
+                                                                      const prefix* stable) {
     const auto info = reg_.info(backend);
     if (!info || info->identity.empty()) co_return std::nullopt;
+    const auto t0 = std::chrono::steady_clock::now();
     nlohmann::json whole = body;
     whole.erase("stream");
-    using namespace net::experimental::awaitable_operators;
-    const auto [text, stable] = co_await (rendered_text(pool, backend, whole) &&
-                                          prefix_text(pool, backend, msg->messages, body));
+    std::optional<std::string> text, stable_text;
+    if (stable) {
+        using namespace net::experimental::awaitable_operators;
+        std::tie(text, stable_text) = co_await (rendered_text(pool, backend, whole) &&
+                                                prefix_text(pool, backend, stable->messages, body));
+    } else {
+        text = co_await rendered_text(pool, backend, whole);
+    }
     if (!text) co_return std::nullopt;
     const auto rendered = since(t0);
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<std::string> texts{*text};
-    if (stable) texts.push_back(*stable);
+    if (stable_text) texts.push_back(std::move(*stable_text));
     auto all = co_await tokens_of_all(pool, backend, std::move(texts));
     auto& tokens = all.front();
     if (!tokens || tokens->empty()) co_return std::nullopt;
     log_prompt(*tokens, text->size(), rendered, since(t1));
-    if (stable && all.back() && starts(*tokens, *all.back())) {
-        remember_placed(memo, all.back()->size());
+    if (all.size() > 1 && all.back() && starts(*tokens, *all.back())) {
+        remember_placed(placed_key(backend, *stable), all.back()->size());
     }
     co_return cache::token_chain(
         cache::key_scope(info->identity, src_.current()->cache.isolated() ? &tenant : nullptr),
@@ -151,28 +168,6 @@ awaitable<std::optional<std::string>> disk_tier::prefix_text(upstream::pool& poo
     const auto end = api::stable_text_end(*one, *two);
     if (!end) co_return std::nullopt;
     co_return one->substr(0, *end);
-}
-
-// A chat body's prompt tokens as the chat endpoint makes them: /apply-template, then /tokenize
-// with the special tokens added and parsed. std::nullopt when the server refuses either.
-awaitable<std::optional<std::vector<int>>> disk_tier::rendered_tokens(upstream::pool& pool,
-                                                                      int backend,
-                                                                      const nlohmann::json& body) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto text = co_await rendered_text(pool, backend, body);
-    if (!text) co_return std::nullopt;
-    co_return co_await logged_tokens(pool, backend, *text, since(t0));
-}
-
-// tokens_of(text), with its debug line (log_prompt).
-awaitable<std::optional<std::vector<int>>> disk_tier::logged_tokens(upstream::pool& pool,
-                                                                    int backend, std::string text,
-                                                                    double render_ms) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto bytes = text.size();
-    auto tokens = co_await tokens_of(pool, backend, std::move(text));
-    if (tokens) log_prompt(*tokens, bytes, render_ms, since(t0));
-    co_return tokens;
 }
 
 // At debug: a prompt's token count, how long rendering and tokenizing it took, and a hash of its
