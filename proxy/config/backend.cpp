@@ -29,6 +29,13 @@ std::string lower(std::string text) {
     return text;
 }
 
+// A router model's id as part of a backend name: other characters become '_'.
+std::string name_part(std::string_view model) {
+    std::string out;
+    for (const char c : model) out.push_back(is_alnum(c) || c == '.' || c == '-' ? c : '_');
+    return out;
+}
+
 std::optional<std::string_view> own_flag(std::string_view arg) {
     for (const std::string_view flag : own_flags) {
         if (arg == flag ||
@@ -47,25 +54,43 @@ std::vector<backend> reader::read_backends(const entry& e) const {
                  std::string(e.node.IsSequence() ? "an empty list" : kind_of(e.node)));
     }
     std::vector<backend> out;
+    std::vector<std::size_t> entry_of;  // the list entry each backend comes from
     for (std::size_t i = 0; i < e.node.size(); ++i) {
         const YAML::Node item = e.node[i];
         const entry item_entry{item, item_path(e.path, i), line_of(item, e.line)};
-        backend b = read_backend(item_entry);
-        for (std::size_t j = 0; j < out.size(); ++j) {
-            if (out[j].name == b.name) {
-                fail(item_entry.line, item_entry.path + ".name",
-                     "duplicate backend name \"" + b.name + "\" (also " + item_path(e.path, j) +
-                         ")");
+        for (auto& b : router_members(read_backend(item_entry))) {
+            for (std::size_t j = 0; j < out.size(); ++j) {
+                const auto other = item_path(e.path, entry_of[j]) +
+                                   (out[j].router.empty() ? "" : " (" + out[j].name + ")");
+                if (out[j].name == b.name) {
+                    fail(item_entry.line, item_entry.path + ".name",
+                         "duplicate backend name \"" + b.name + "\" (also " + other + ")");
+                }
+                if (lower(out[j].name) == lower(b.name)) {
+                    fail(item_entry.line, item_entry.path + ".name",
+                         "backend name \"" + b.name + "\" differs from " + other +
+                             " only in case; names are also directory names");
+                }
             }
-            if (lower(out[j].name) == lower(b.name)) {
-                fail(item_entry.line, item_entry.path + ".name",
-                     "backend name \"" + b.name + "\" differs from " + item_path(e.path, j) +
-                         " only in case; names are also directory names");
-            }
+            out.push_back(std::move(b));
+            entry_of.push_back(i);
         }
-        out.push_back(std::move(b));
     }
     return out;
+}
+
+// A router entry is one backend per model it lists; any other entry is itself.
+std::vector<backend> reader::router_members(backend b) const {
+    if (b.router.empty()) return {std::move(b)};
+    std::vector<backend> members;
+    for (const auto& model : b.models) {
+        backend m = b;
+        m.name = b.name + "." + name_part(model);
+        m.models = {model};
+        m.router_model = model;
+        members.push_back(std::move(m));
+    }
+    return members;
 }
 
 backend reader::read_backend(const entry& e) const {
@@ -78,6 +103,8 @@ backend reader::read_backend(const entry& e) const {
     std::vector<std::pair<std::string, int>> command_only;  // supervision keys given, and lines
     const auto supervision = [&](const entry& v) { command_only.emplace_back(v.path, v.line); };
     std::vector<std::pair<std::string, int>> url_only;  // keys read from a command's argv instead
+    bool router = false;
+    int router_line = e.line;
     read_map(e, {{"name",
                   [&](const entry& v) {
                       b.name = read_scalar(v, "a name");
@@ -110,6 +137,12 @@ backend reader::read_backend(const entry& e) const {
                  {"sleep_idle",
                   [&](const entry& v) {
                       b.sleep_idle = read_duration(v, true);
+                      url_only.emplace_back(v.path, v.line);
+                  }},
+                 {"router",
+                  [&](const entry& v) {
+                      router = read_bool(v);
+                      router_line = v.line;
                       url_only.emplace_back(v.path, v.line);
                   }},
                  {"start",
@@ -148,7 +181,14 @@ backend reader::read_backend(const entry& e) const {
     if (b.supervised() && !url_only.empty()) {
         fail(url_only.front().second, url_only.front().first,
              "only applies to a url backend; a command backend's is read from its command "
-             "(--ctx-checkpoints N, --sleep-idle-seconds N)");
+             "(--ctx-checkpoints N, --sleep-idle-seconds N); a router is a url backend");
+    }
+    if (router) {
+        if (b.models.empty())
+            fail(router_line, child_path(e.path, "models"),
+                 "is required for a router: the ids of the router's models warmslot serves "
+                 "(as its GET /models lists them)");
+        b.router = b.name;
     }
     return b;
 }

@@ -71,6 +71,12 @@ struct backend {
     // then lets it sleep and knows its slots empty once it does. A command backend's is read
     // from its command (routing::sleep_idle_of); sleep_after() gives either.
     millis sleep_idle{0};
+    // A model of a llama-server in router mode (`router: true`): the router's model id, sent with
+    // every call as `model` (and `?model=` on reads); "" for a plain llama-server. The config
+    // entry of a router becomes one backend per model it lists, named "<entry>.<model>", each
+    // with its own slots, identity and files; `router` is the entry's name, shared by them.
+    std::string router_model;
+    std::string router;
     std::string slot_save_path;      // the directory given to its --slot-save-path, as seen
                                      // from warmslot ("" = no disk tier for this backend). For a
                                      // command backend it defaults to <cache.dir>/slots/<name>.

@@ -92,6 +92,7 @@ class reader {
     // backend.cpp
     std::vector<backend> read_backends(const entry& e) const;
     backend read_backend(const entry& e) const;
+    std::vector<backend> router_members(backend b) const;
     std::vector<std::string> read_command(const entry& e) const;
     std::vector<std::string> read_names(const entry& e) const;
     std::vector<std::pair<std::string, std::string>> read_env(const entry& e) const;

@@ -8,6 +8,7 @@ namespace {
 // A url backend is its url; a supervised one is its command line (its port is picked at start).
 // Never the env values: they may be secrets, and this text goes to the log.
 std::string endpoint_of(const backend& b) {
+    if (!b.router_model.empty()) return b.url + " model " + b.router_model;
     if (!b.supervised()) return b.url;
     std::string line = "command:";
     for (const auto& arg : b.command) line += " " + arg;

@@ -162,6 +162,10 @@ public:
     // then sees it asleep and forgets its slots), so it is planned on what they hold.
     void set_drowsy(int backend, bool drowsy);
     bool drowsy(int backend) const;
+    // Its model is not loaded (a llama-server asleep, or a router's model the router unloaded
+    // or never loaded): its slots are empty, and the next request loads it.
+    void set_asleep(int backend, bool asleep);
+    bool asleep(int backend) const;
     void reconcile(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
     void forget_all(int backend); // restart detected: nothing is held any more
     // The slot of a reserved ticket now holds exactly `levels` (`tokens` tokens): after a
@@ -259,6 +263,7 @@ private:
         bool stopped = false;                    // supervised process not running
         bool foreign = false;                    // see set_foreign
         bool drowsy = false;                     // see set_drowsy
+        bool asleep = false;                     // see set_asleep
         std::uint64_t checks_started = 0;        // monitor checks begun and finished
         std::uint64_t checks_done = 0;
         std::uint64_t trusted_after = 0;         // no plans until checks_done reaches this

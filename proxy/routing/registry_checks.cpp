@@ -172,4 +172,16 @@ bool registry::drowsy(int backend) const {
     return i < backends_.size() && backends_[i].drowsy;
 }
 
+void registry::set_asleep(int backend, bool asleep) {
+    std::lock_guard lock(mu_);
+    const auto i = static_cast<std::size_t>(backend);
+    if (i < backends_.size()) backends_[i].asleep = asleep;
+}
+
+bool registry::asleep(int backend) const {
+    std::lock_guard lock(mu_);
+    const auto i = static_cast<std::size_t>(backend);
+    return i < backends_.size() && backends_[i].asleep;
+}
+
 }  // namespace warmslot::routing

@@ -27,6 +27,7 @@
 #include "service/relay.hpp"
 #include "service/wakeup.hpp"
 #include "upstream/llama_client.hpp"
+#include "upstream/router_call.hpp"
 
 namespace warmslot::service {
 
@@ -118,10 +119,13 @@ struct outgoing_body {
 };
 
 outgoing_body prepared_body(const std::string& body, const nlohmann::json* parsed,
-                            std::optional<int> slot) {
+                            std::optional<int> slot, const config::backend& b) {
     outgoing_body out;
     const bool client_pinned = parsed && parsed->contains("id_slot");
-    if (!slot && !client_pinned) {
+    // A router's model is named first: a `model` the client sent comes later and wins.
+    const std::string model = upstream::router_model_field(b);
+    const auto brace = body.find('{');
+    if ((!slot && !client_pinned && model.empty()) || brace == std::string::npos) {
         out.before = body;
         return out;
     }
@@ -129,14 +133,16 @@ outgoing_body prepared_body(const std::string& body, const nlohmann::json* parse
         nlohmann::json copy = *parsed;
         if (slot) copy["id_slot"] = *slot;
         else copy.erase("id_slot");
+        if (!model.empty() && !copy.contains("model")) copy["model"] = b.router_model;
         out.owned = copy.dump();
         return out;
     }
-    const auto brace = body.find('{');
     const auto next = body.find_first_not_of(" \t\r\n", brace + 1);
     const bool empty_object = next != std::string::npos && body[next] == '}';
     out.before = std::string_view(body).substr(0, brace + 1);
-    out.field = fmt::format("\"id_slot\":{}{}", *slot, empty_object ? "" : ",");
+    out.field = slot ? fmt::format("\"id_slot\":{}", *slot) : "";
+    if (!model.empty()) out.field += (out.field.empty() ? "" : ",") + model;
+    if (!empty_object) out.field += ",";
     out.after = std::string_view(body).substr(brace + 1);
     return out;
 }
@@ -149,7 +155,12 @@ std::string upstream_head(const http::request<http::string_body>& in, const conf
     std::string head;
     head.reserve(512);
     head.append(std::string_view(in.method_string())).append(" ");
-    head.append(std::string_view(in.target())).append(" HTTP/1.1\r\n");
+    // A read names a router's model in its query (a write, in its body: prepared_body).
+    if (in.method() == http::verb::get)
+        head.append(upstream::router_target(b, std::string(in.target()), false));
+    else
+        head.append(std::string_view(in.target()));
+    head.append(" HTTP/1.1\r\n");
     for (const auto& field : in) {
         const std::string_view name(field.name_string());
         if (!api::forward_request_header(name)) continue;
@@ -382,8 +393,11 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         co_return;
     }
     // After the wake: a backend it started may be the one that makes the backends serve more
-    // than one model file (its model is read once it is healthy).
-    const std::string model = reg_.multi_model() ? out.cls.model : std::string();
+    // than one model file (its model is read once it is healthy). A router's models are told
+    // apart by name even when one file serves two of them.
+    const bool routers = std::any_of(cfg.backends.begin(), cfg.backends.end(),
+                                     [](const config::backend& b) { return !b.router.empty(); });
+    const std::string model = reg_.multi_model() || routers ? out.cls.model : std::string();
     const std::uint64_t bytes = fp ? fp->total_bytes : ex.request.body().size();
     // Backends the registry added by a reload after this request took its config are not
     // candidates: the request's backend list is the one it indexes.
@@ -400,6 +414,14 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     for (std::size_t i = 0; i < known; ++i) {
         const int idx = static_cast<int>(i);
         if (reg_.drowsy(idx)) co_await await_checks(cfg, idx, st, out, "sleep check");
+    }
+    // A router's model that is not loaded may need another one saved and unloaded first.
+    for (std::size_t i = 0; i < known && !out.cls.model.empty(); ++i) {
+        const auto& m = cfg.backends[i];
+        if (m.router.empty() || m.retired || !reg_.asleep(static_cast<int>(i))) continue;
+        if (std::find(m.models.begin(), m.models.end(), out.cls.model) == m.models.end()) continue;
+        const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
+        co_await make_room(cfg, static_cast<int>(i), *pools_[ex.worker], st, out);
     }
     // Ends however this coroutine ends: an exception or a destroyed coroutine cancels it.
     routing::reservation t(reg_, plan_now(true));
@@ -573,7 +595,10 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
     // A failover stays among the backends that serve the request's model: another model's
     // answer is no answer (a swap group's member stopped under a request must not send it to
     // a backend outside the group).
-    const std::string model = reg_.multi_model() ? out.cls.model : std::string();
+    // A router's models are told apart by name even when one file serves two of them.
+    const bool routers = std::any_of(cfg.backends.begin(), cfg.backends.end(),
+                                     [](const config::backend& b) { return !b.router.empty(); });
+    const std::string model = reg_.multi_model() || routers ? out.cls.model : std::string();
     std::optional<std::vector<routing::backend_view>> views;
     std::optional<api::prompt_stats> answered;  // the planned try's, when a file is due
     for (std::size_t k = 0; k < cfg.backends.size() && !st.client_gone; ++k) {
@@ -592,8 +617,10 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
         // What the disk tier did is this backend's, this round's: an earlier try's restore must
         // not reach this answer's headers or the restore judge (its priming was still done).
         const auto primed = out.disk.primed;
+        auto unloaded = std::move(out.disk.unloaded);  // before the request, kept
         out.disk = tier::disk_action{};
         out.disk.primed = primed;
+        out.disk.unloaded = std::move(unloaded);
         const auto stale_before = pool.stale_count(b.host, b.port);
         const bool pin = slot && takes_id_slot(shape);
         header_list extra = {
@@ -645,9 +672,11 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                                     out.cls.model),
                     progress_interval);
             }
+            auto made_room = std::move(out.disk.unloaded);
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat(), *chain,
                                                out.caller ? out.caller->tenant : std::string(),
                                                pin && cfg.cache.save_after_answer && streamed(body));
+            out.disk.unloaded = std::move(made_room);
             if (progress) out.keeper->set_progress(nullptr, progress_interval);
             // Nothing done to the slot: it is not being prepared (a floating request waiting
             // for its turn below must not be taken for one preparing its prefix).
@@ -709,8 +738,8 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             };
             outgoing_body prepared =
                 cfg.routing.enabled
-                    ? prepared_body(ex.request.body(), body, pin ? slot : std::nullopt)
-                    : prepared_body(ex.request.body(), nullptr, std::nullopt);
+                    ? prepared_body(ex.request.body(), body, pin ? slot : std::nullopt, b)
+                    : prepared_body(ex.request.body(), nullptr, std::nullopt, b);
             st.on_started = nullptr;
             if (planned) {
                 r.sent();

@@ -174,7 +174,17 @@ awaitable<bool> monitor::look(std::size_t i) {
     const auto b = cfg->backends[i];
     const int idx = static_cast<int>(i);
     auto& st = *state_[i];
-    const json props = parse(co_await upstream::call(pool_, b, http::verb::get, "/props", "", call_timeout));
+    if (!b.router_model.empty()) {
+        const auto state = co_await router_state(b);
+        if (!state.empty() && state != "loaded" && state != "sleeping")
+            co_return co_await router_unloaded(b, i);
+    }
+    const auto answer = co_await upstream::call(pool_, b, http::verb::get, "/props", "", call_timeout);
+    if (!b.router_model.empty() && !answer.ec && answer.status == 400 &&
+        answer.body.find("not loaded") != std::string::npos) {
+        co_return co_await router_unloaded(b, i);
+    }
+    const json props = parse(answer);
     const auto reading = routing::read_props(props);
     if (!reading) {
         if (props.is_object()) unreadable(b, st, "GET /props");
@@ -270,7 +280,9 @@ awaitable<void> monitor::read_identity(const config::backend& b, std::size_t i,
     info.lora = routing::read_lora(adapters).value_or("");
     info.model_meta = models.meta;
     info.models = b.models;
-    info.models.insert(info.models.end(), models.ids.begin(), models.ids.end());
+    // A router lists all its models: each of its backends serves the one it names.
+    if (b.router_model.empty())
+        info.models.insert(info.models.end(), models.ids.begin(), models.ids.end());
     if (!alias.empty()) info.models.push_back(alias);
     if (!info.model_path.empty()) info.models.push_back(base_name(info.model_path));
     info.identity = routing::identity_of(info, stamp, flags, env);

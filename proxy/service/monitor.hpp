@@ -80,6 +80,11 @@ private:
     // For a backend that sleeps: whether this check leaves its slots unread (it sleeps, or
     // nothing ran there since the last check), keeping track of how long it has been quiet.
     awaitable<bool> let_sleep(config::backend b, std::size_t backend, bool sleeping);
+    // A router's model that the router has not loaded (service/monitor_sleep.cpp).
+    awaitable<bool> router_unloaded(config::backend b, std::size_t backend);
+    // What the router's GET /models says of the model: "loaded", "loading", "unloaded",
+    // "sleeping", ...; "" when it does not say (no answer, or the model is not listed).
+    awaitable<std::string> router_state(config::backend b);
     static std::chrono::milliseconds sleep_after(const config::backend& b);
     // The model's stamp for routing::identity_of, and what its file says of its architecture
     // (empty when unread).

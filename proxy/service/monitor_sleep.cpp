@@ -14,6 +14,8 @@
 #include <string_view>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "routing/observations.hpp"
 #include "service/monitor.hpp"
 #include "upstream/llama_client.hpp"
@@ -67,15 +69,22 @@ awaitable<bool> monitor::let_sleep(config::backend b, std::size_t i, bool sleepi
     const int idx = static_cast<int>(i);
     if (sleeping) {
         if (!std::exchange(st.asleep, true)) {
-            log()->info("backend {} sleeps (llama-server --sleep-idle-seconds): its slots are "
-                        "empty until a request wakes it",
-                        b.name);
+            if (b.router_model.empty())
+                log()->info("backend {} sleeps (llama-server --sleep-idle-seconds): its slots "
+                            "are empty until a request wakes it",
+                            b.name);
+            else
+                log()->info("backend {}: the router has not loaded model {}: its slots are "
+                            "empty until a request loads it",
+                            b.name, b.router_model);
             reg_.forget_all(idx);
         }
+        reg_.set_asleep(idx, true);
         reg_.set_drowsy(idx, false);
         co_return true;
     }
     if (std::exchange(st.asleep, false)) log()->info("backend {} is awake again", b.name);
+    reg_.set_asleep(idx, false);
     const auto after = sleep_after(b);
     if (after.count() <= 0 || st.probe_pending) co_return false;
     const auto r =
@@ -107,6 +116,39 @@ awaitable<bool> monitor::let_sleep(config::backend b, std::size_t i, bool sleepi
         on_quiet_(idx);
     }
     co_return true;
+}
+
+// A router's model that is not loaded is asleep too: its slots are empty and the next request
+// loads it. One never seen loaded has no slot layout yet: its requests pass through (the router
+// loads the model for them) until a check reads it loaded.
+awaitable<bool> monitor::router_unloaded(config::backend b, std::size_t i) {
+    const int idx = static_cast<int>(i);
+    if (!reg_.info(idx)) {
+        routing::backend_info info;
+        info.models = b.models;
+        reg_.set_info(idx, info, false);
+    }
+    co_await let_sleep(b, i, true);
+    reg_.set_healthy(idx, true);
+    co_return true;
+}
+
+awaitable<std::string> monitor::router_state(config::backend b) {
+    const auto model = b.router_model;
+    b.router_model.clear();  // the router's own list
+    const auto r = co_await upstream::call(pool_, b, http::verb::get, "/models", "", metrics_timeout);
+    if (r.ec || r.status != 200) co_return "";
+    const auto answer = nlohmann::json::parse(r.body, nullptr, false);
+    const auto data = answer.is_object() ? answer.find("data") : answer.end();
+    if (!answer.is_object() || data == answer.end() || !data->is_array()) co_return "";
+    for (const auto& m : *data) {
+        if (!m.is_object() || m.value("id", nlohmann::json()) != model) continue;
+        const auto status = m.find("status");
+        if (status == m.end() || !status->is_object()) co_return "";
+        const auto value = status->find("value");
+        co_return value != status->end() && value->is_string() ? value->get<std::string>() : "";
+    }
+    co_return "";
 }
 
 }  // namespace warmslot::service

@@ -55,6 +55,7 @@ pipeline::pipeline(const config::source& src, http_server::workers& w, routing::
         watches_.push_back(std::make_unique<watch_list>(w.context(i).get_executor()));
     }
     wakeups_ = std::make_shared<wakeup_hub>();
+    switches_ = make_router_switches();
     reg_.set_listener([hub = wakeups_] { hub->notify(); });
 }
 

@@ -34,6 +34,8 @@ class watch_list;
 class wakeup_hub;
 struct prompt_view;  // service/forward.cpp
 class stream_keeper;  // service/keepalive.hpp
+struct router_switches;  // service/router_room.cpp
+std::shared_ptr<router_switches> make_router_switches();
 
 // What a request is, decided once when it arrives: the endpoint (kind, API shape, error
 // dialect) and the model it names ("" when none). Forwarding, rewriting, the plan, the disk tier
@@ -140,6 +142,10 @@ private:
                               const routing::fingerprint& fp, forward_state& st);
     awaitable<void> await_checks(const config::config& cfg, int backend, forward_state& st,
                                  outcome& out, const char* why);
+    // Before a request for a router's model that is not loaded: saves and unloads another of
+    // the router's models when the router runs as many as it may (service/router_room.cpp).
+    awaitable<void> make_room(const config::config& cfg, int backend, upstream::pool& pool,
+                              forward_state& st, outcome& out);
     // Tenant isolation (service/isolation.cpp): the slots of `backend` that hold another
     // tenant's state and could serve this request are emptied first. False: its own slot could
     // not be.
@@ -215,6 +221,7 @@ private:
     std::shared_ptr<wakeup_hub> wakeups_;                  // the registry's listener
     status::activity activity_;                            // thread-safe
     api::tenant_limits tenant_limits_;                     // thread-safe
+    std::shared_ptr<router_switches> switches_;            // thread-safe
 };
 
 }  // namespace warmslot::service

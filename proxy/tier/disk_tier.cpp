@@ -53,6 +53,12 @@ awaitable<bool> drop_after_failure(net::any_io_executor index_ex, cache::index* 
 }  // namespace
 
 std::string describe(const disk_action& a) {
+    if (!a.unloaded.empty()) {
+        auto plain = a;
+        plain.unloaded.clear();
+        const auto rest = describe(plain);
+        return rest.empty() ? a.unloaded : a.unloaded + "; " + rest;
+    }
     if (a.save_due > 0 && !a.after_answer) {
         // Sent in the answer's headers: the save comes after the answer.
         if (a.what == disk_action::kind::restored)

@@ -82,6 +82,9 @@ struct disk_action {
     std::uint64_t save_due = 0;
     // snapshotted: by disk_tier::save_after_answer, with the answer in the file after the prefix.
     bool after_answer = false;
+    // A router's other models unloaded to make room for this one, and what was saved of them
+    // first (service/router_room.cpp); "" when none was.
+    std::string unloaded;
 };
 std::string describe(const disk_action& a);
 

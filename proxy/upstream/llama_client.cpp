@@ -1,5 +1,7 @@
 #include "upstream/llama_client.hpp"
 
+#include "upstream/router_call.hpp"
+
 namespace warmslot::upstream {
 
 namespace {
@@ -26,6 +28,9 @@ awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb metho
         ~shown() { if (at) *at = nullptr; }
     } const show{in_flight};
     if (in_flight) *in_flight = conn.get();
+    const bool get = method == http::verb::get;
+    if (!get && !b.router_model.empty()) body = router_body(b, std::move(body));
+    target = router_target(b, std::move(target), keeps_unloaded(get, target));
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, host_header(b.host, b.port));
     if (const auto key = b.current_child_key(); !key.empty())

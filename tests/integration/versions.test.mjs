@@ -23,6 +23,8 @@ const files = [
   'token-parts.test.mjs',
   // a server that sleeps (--sleep-idle-seconds): let sleep, saved before, restored after
   'sleep.test.mjs',
+  // a router's models: saved before warmslot unloads one for another, restored after
+  'router.test.mjs',
   // Messages requests placed by llama-server on the slot warmslot prepared (hybrid checkpoints)
   'floating.test.mjs',
   // the test models' answers read their prompt, and warmslot's cache paths give llama-server's

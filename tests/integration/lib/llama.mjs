@@ -92,6 +92,43 @@ export async function startLlama({ arch = 'llama', model, slots = 2, ctx = 32768
   throw new Error('unreachable');
 }
 
+// A llama-server in router mode: one child server per model, loaded on demand, at most
+// `max` at once (--models-max). `models`: { id: arch }. The router passes its other flags
+// (slots, context, slot directory, metrics) to every child.
+export async function startRouter({ models, max = 1, slots = 2, ctx = 16384, extra = [], pin } = {}) {
+  const saveDir = tempDir('slots');
+  const dir = tempDir('router');
+  const preset = path.join(dir, 'models.ini');
+  fs.writeFileSync(preset, Object.entries(models)
+    .map(([id, arch]) => `[${id}]\nmodel = ${modelPath(arch)}\n`).join('\n'));
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const args = ['--models-preset', preset, '--models-max', String(max), '--host', '127.0.0.1',
+      '--port', String(port), '-np', String(slots), '-c', String(ctx * slots), '--metrics',
+      '--slot-save-path', saveDir, '-t', '2', '--no-webui', ...extra];
+    const proc = startProcess(llamaServerBin(pin), args, { logFile: path.join(dir, `router-${port}.log`) });
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitFor(`llama-server router on ${url}`, async () => {
+        if (!proc.running) throw new Error(`llama-server exited, see ${proc.logFile}`);
+        const r = await fetch(`${url}/models`).catch(() => null);
+        return r?.status === 200;
+      }, 120000);
+      return { url, port, proc, saveDir, args, stop: () => proc.stop() };
+    } catch (e) {
+      await proc.stop('SIGKILL');
+      if (attempt === 2 || proc.running) throw e;
+    }
+  }
+  throw new Error('unreachable');
+}
+
+// What a router says of each model: { id: 'loaded' | 'unloaded' | 'loading' | ... }.
+export async function routerStatus(url) {
+  const r = await getJson(`${url}/models`);
+  return Object.fromEntries(r.body.data.map((m) => [m.id, m.status.value]));
+}
+
 // The same llama-server again on its port and save directory (its RAM state gone), as after a
 // crash or an upgrade; the old one is stopped first.
 export async function restartLlama(llama) {

@@ -1,0 +1,93 @@
+// A llama-server in router mode behind warmslot, on real processes: two test models (one hybrid)
+// and --models-max 1. A document asked about on model A, then a question on model B, then on A
+// again: the router unloads A to load B (and B to load A), which loses A's slots; warmslot saves
+// A's document before it unloads A itself, so the third question costs the question, where the
+// router alone computes the whole document again. A request in flight on A when B is asked for
+// ends whole: the switch waits for it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { getJson, postJson, routerStatus, startRouter } from './lib/llama.mjs';
+import { waitFor } from './lib/procs.mjs';
+import { startWarmslot } from './lib/warmslot.mjs';
+import { chat, makeDocument } from './lib/text.mjs';
+
+const models = { 'tiny-llama': 'llama', 'tiny-qwen': 'qwen35' };
+const settings = 'routing:\n  reconcile_interval: 1s\ncache:\n  min_prefix_tokens: 1024\n';
+
+async function ask(url, model, doc, q, extra = {}) {
+  const r = await postJson(`${url}/v1/chat/completions`, { model, ...chat(doc, q), ...extra });
+  assert.equal(r.status, 200, `${model}: ${JSON.stringify(r.body)}`);
+  return { r, processed: r.body.timings.prompt_n, disk: r.headers.get('x-warmslot-disk') ?? '' };
+}
+
+// At most the question's turn and 64 tokens: everything before it came from a cache. Tokenized
+// by the model's own server, which is loaded (it just answered).
+async function assertOnlyQuestion(routerUrl, model, answer, q, what) {
+  const t = await postJson(`${routerUrl}/tokenize`, { model,
+    content: `<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`, parse_special: true });
+  assert.equal(t.status, 200, JSON.stringify(t.body));
+  const bound = t.body.tokens.length + 64;
+  assert.ok(answer.processed <= bound, `${what}processed ${answer.processed}, bound ${bound}`);
+}
+
+// A streamed answer of `tokens` tokens, read to its end: its finish reason, or what cut it.
+async function streamed(url, model, doc, q, tokens) {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, ...chat(doc, q), max_tokens: tokens, stream: true, ignore_eos: true }),
+  });
+  assert.equal(res.status, 200);
+  const text = await res.text();
+  const finish = [...text.matchAll(/"finish_reason":"(\w+)"/g)].map((m) => m[1]);
+  return { done: text.includes('data: [DONE]'), finish: finish.at(-1) };
+}
+
+test('router with --models-max 1: switching models and back costs the question, not the document', { timeout: 300000 }, async () => {
+  const router = await startRouter({ models, max: 1 });
+  const ws = await startWarmslot({
+    backends: [{ name: 'r', url: router.url, slotSaveDir: router.saveDir,
+      lines: ['router: true', `models: [${Object.keys(models).join(', ')}]`] }],
+    extra: settings });
+  try {
+    // Nothing is loaded: warmslot's checks do not load a model.
+    await waitFor('both models checked', async () => {
+      const h = (await getJson(`${ws.url}/health`)).body;
+      return h.backends?.length === 2 && h.backends.every((b) => b.status === 'ok');
+    }, 30000);
+    assert.deepEqual(await routerStatus(router.url), { 'tiny-llama': 'unloaded', 'tiny-qwen': 'unloaded' });
+
+    for (const [a, b, seed] of [['tiny-llama', 'tiny-qwen', 9101], ['tiny-qwen', 'tiny-llama', 9202]]) {
+      const doc = makeDocument(seed, 6000);
+      const first = await ask(ws.url, a, doc, 'What comes first?');
+      assert.ok(first.processed > 1000, `${a} first: ${first.processed}`);
+      await waitFor(`${a} routed`, async () =>
+        (await getJson(`${ws.url}/health`)).body.backends.find((x) => x.name === `r.${a}`)?.routing, 30000);
+
+      // A long answer on A is running when B is asked for: it ends whole.
+      const running = streamed(ws.url, a, doc, 'Tell it all.', 1500);
+      await new Promise((r) => setTimeout(r, 100));
+      const other = await ask(ws.url, b, makeDocument(seed + 1, 2000), 'Anything?');
+      assert.match(other.disk, new RegExp(`^unloaded ${a}: (1 slot saved \\(\\d+ tokens\\)|1 already on disk)(;|$)`));
+      const long = await running;
+      assert.ok(long.done && long.finish === 'length', `the answer on ${a} ended whole: ${JSON.stringify(long)}`);
+      assert.equal((await routerStatus(router.url))[a], 'unloaded');
+
+      // Back on A: its document comes back from its file.
+      const back = await ask(ws.url, a, doc, 'What comes last?');
+      assert.match(back.disk, new RegExp(`^unloaded ${b}: .*; restored \\d+ tokens`));
+      await assertOnlyQuestion(router.url, a, back, 'What comes last?', `${a} after ${b}: `);
+    }
+
+    // The router alone: back on a model after another one, the whole document again.
+    const doc = makeDocument(9303, 6000);
+    const direct = (m, q) => postJson(`${router.url}/v1/chat/completions`, { model: m, ...chat(doc, q) });
+    assert.equal((await direct('tiny-llama', 'What comes first?')).status, 200);
+    assert.equal((await direct('tiny-qwen', 'Anything?')).status, 200);
+    const alone = await direct('tiny-llama', 'What comes last?');
+    assert.equal(alone.status, 200);
+    assert.ok(alone.body.timings.prompt_n > 1000, `router alone: ${alone.body.timings.prompt_n}`);
+  } finally {
+    await ws.stop();
+    await router.stop();
+  }
+});
