@@ -112,8 +112,10 @@ awaitable<void> pipeline::dashboard(http_server::exchange& ex, outcome& out) {
         status::status_input in;
         in.cfg = &cfg;
         in.views = reg_.snapshot();
-        for (std::size_t i = 0; i < in.views.size(); ++i)
+        for (std::size_t i = 0; i < in.views.size(); ++i) {
             in.infos.push_back(reg_.info(static_cast<int>(i)));
+            in.asleep.push_back(reg_.asleep(static_cast<int>(i)));
+        }
         in.totals = reg_.totals();
         if (disk_) in.totals.prompt_tokens_processed += disk_->primed_tokens_total();
         if (disk_) in.disk = disk_dirs(cfg, co_await disk_->listing());

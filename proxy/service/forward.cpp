@@ -415,13 +415,14 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         const int idx = static_cast<int>(i);
         if (reg_.drowsy(idx)) co_await await_checks(cfg, idx, st, out, "sleep check");
     }
-    // A router's model that is not loaded may need another one saved and unloaded first.
+    // A router's model that is not loaded is loaded first (another one saved and unloaded
+    // when the router has no room), and read, so the request is planned on its slots.
     for (std::size_t i = 0; i < known && !out.cls.model.empty(); ++i) {
         const auto& m = cfg.backends[i];
         if (m.router.empty() || m.retired || !reg_.asleep(static_cast<int>(i))) continue;
         if (std::find(m.models.begin(), m.models.end(), out.cls.model) == m.models.end()) continue;
         const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
-        co_await make_room(cfg, static_cast<int>(i), *pools_[ex.worker], st, out);
+        co_await load_router_model(cfg, static_cast<int>(i), *pools_[ex.worker], st, out);
     }
     // Ends however this coroutine ends: an exception or a destroyed coroutine cancels it.
     routing::reservation t(reg_, plan_now(true));

@@ -82,6 +82,9 @@ awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
             starter_ && b.supervised()
                 ? starter_->state_of(static_cast<int>(i))
                 : (i < views.size() && views[i].healthy ? "running" : "unavailable");
+        // A router's model the router has not loaded: a request loads it.
+        if (!b.router.empty() && state == "running" && reg_.asleep(static_cast<int>(i)))
+            state = "unloaded";
         // A stopped process has no port to ask (another program may have it now).
         const bool ask = state != "stopped" && state != "draining";
         const auto r = ask ? co_await upstream::call(pool, b, http::verb::get, "/v1/models", "",
@@ -93,6 +96,8 @@ awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
             for (auto m : list["data"]) {
                 if (!m.is_object() || !m.contains("id") || !m["id"].is_string()) continue;
                 const auto id = m["id"].get<std::string>();
+                // A router lists all its models: each of its backends gives its own.
+                if (!b.router_model.empty() && id != b.router_model) continue;
                 if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
                 seen.push_back(id);
                 m["owned_by"] = b.name;

@@ -247,8 +247,12 @@ awaitable<bool> monitor::look(std::size_t i) {
     // the task numbers beginning again tell it, and nothing it held before is left.
     const auto task = routing::latest_task(*slots);
     if (routing::task_counter_went_back(st.last_task, task)) {
-        log()->warn("backend {} restarted (its task numbers began again): slots assumed empty",
-                    b.name);
+        if (b.router_model.empty())
+            log()->warn("backend {} restarted (its task numbers began again): slots assumed empty",
+                        b.name);
+        else
+            log()->info("backend {}: the router loaded model {} again: its slots began empty",
+                        b.name, b.router_model);
         reg_.forget_all(idx);
     }
     st.last_task = task;

@@ -14,11 +14,10 @@
 #include <string_view>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "routing/observations.hpp"
 #include "service/monitor.hpp"
 #include "upstream/llama_client.hpp"
+#include "upstream/router_call.hpp"
 #include "util/log.hpp"
 
 namespace warmslot::service {
@@ -118,9 +117,9 @@ awaitable<bool> monitor::let_sleep(config::backend b, std::size_t i, bool sleepi
     co_return true;
 }
 
-// A router's model that is not loaded is asleep too: its slots are empty and the next request
-// loads it. One never seen loaded has no slot layout yet: its requests pass through (the router
-// loads the model for them) until a check reads it loaded.
+// A router's model that is not loaded is asleep too: its slots are empty, and a request for it
+// has it loaded and read first (service/router_room.cpp). One never seen loaded has no slot
+// layout yet: until it is read, a request that reaches it passes through.
 awaitable<bool> monitor::router_unloaded(config::backend b, std::size_t i) {
     const int idx = static_cast<int>(i);
     if (!reg_.info(idx)) {
@@ -138,17 +137,7 @@ awaitable<std::string> monitor::router_state(config::backend b) {
     b.router_model.clear();  // the router's own list
     const auto r = co_await upstream::call(pool_, b, http::verb::get, "/models", "", metrics_timeout);
     if (r.ec || r.status != 200) co_return "";
-    const auto answer = nlohmann::json::parse(r.body, nullptr, false);
-    const auto data = answer.is_object() ? answer.find("data") : answer.end();
-    if (!answer.is_object() || data == answer.end() || !data->is_array()) co_return "";
-    for (const auto& m : *data) {
-        if (!m.is_object() || m.value("id", nlohmann::json()) != model) continue;
-        const auto status = m.find("status");
-        if (status == m.end() || !status->is_object()) co_return "";
-        const auto value = status->find("value");
-        co_return value != status->end() && value->is_string() ? value->get<std::string>() : "";
-    }
-    co_return "";
+    co_return upstream::read_router_state(r.body, model);
 }
 
 }  // namespace warmslot::service

@@ -143,8 +143,9 @@ private:
     awaitable<void> await_checks(const config::config& cfg, int backend, forward_state& st,
                                  outcome& out, const char* why);
     // Before a request for a router's model that is not loaded: saves and unloads another of
-    // the router's models when the router runs as many as it may (service/router_room.cpp).
-    awaitable<void> make_room(const config::config& cfg, int backend, upstream::pool& pool,
+    // the router's models when the router runs as many as it may, loads this one and has it
+    // read (service/router_room.cpp).
+    awaitable<void> load_router_model(const config::config& cfg, int backend, upstream::pool& pool,
                               forward_state& st, outcome& out);
     // Tenant isolation (service/isolation.cpp): the slots of `backend` that hold another
     // tenant's state and could serve this request are emptied first. False: its own slot could

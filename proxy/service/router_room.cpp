@@ -3,10 +3,12 @@
 // and every slot of that model with it. warmslot makes the room itself first: it picks that
 // model (the least recently used one of the router's models with no request of warmslot's in
 // flight, waiting for one to finish when all are in use), marks it asleep so that no new request
-// is sent to it, saves its valuable slots, and unloads it (POST /models/unload). Then the request
-// goes, and the router loads its model; the next request for the unloaded model restores what
-// was saved. One switch at a time per router: requests that come meanwhile wait for it, then
-// look again. What was saved and unloaded is said in the request's X-Warmslot-Disk.
+// is sent to it, saves its valuable slots, and unloads it (POST /models/unload). Then it loads
+// the request's model (POST /models/load), waits until the router says it is loaded and has the
+// monitor read it (its slots, and a probe when it is new), so the request is planned on a slot
+// like any other: the next request for the unloaded model restores what was saved. One switch
+// at a time per router: requests that come meanwhile wait for it, then look again. What was
+// saved and unloaded is said in the request's X-Warmslot-Disk.
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
@@ -21,6 +23,7 @@
 #include "service/pipeline.hpp"
 #include "service/relay.hpp"
 #include "upstream/llama_client.hpp"
+#include "upstream/router_call.hpp"
 #include "util/log.hpp"
 
 namespace warmslot::service {
@@ -61,7 +64,7 @@ std::shared_ptr<router_switches> make_router_switches() {
     return std::make_shared<router_switches>();
 }
 
-awaitable<void> pipeline::make_room(const config::config& cfg, int idx, upstream::pool& pool,
+awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, upstream::pool& pool,
                                     forward_state& st, outcome& out) {
     const auto& b = cfg.backends[static_cast<std::size_t>(idx)];
     if (b.router.empty() || !reg_.asleep(idx)) co_return;
@@ -97,7 +100,26 @@ awaitable<void> pipeline::make_room(const config::config& cfg, int idx, upstream
         const auto it = answer.find("max_instances");
         if (it != answer.end() && it->is_number_integer()) max = it->get<long>();
     }
+    // What the router's GET /models says of a model now ("" when it does not say).
+    const auto state_of = [&](const std::string& model) -> awaitable<std::string> {
+        const auto r = co_await upstream::call(pool, router_of(b), http::verb::get, "/models", "",
+                                               router_call_timeout);
+        co_return r.ec || r.status != 200 ? std::string()
+                                          : upstream::read_router_state(r.body, model);
+    };
+    // Waits while the model's state is one of `passing`; its last state.
+    const auto settle = [&](const std::string& model,
+                            std::initializer_list<std::string_view> passing) -> awaitable<std::string> {
+        for (;;) {
+            auto state = co_await state_of(model);
+            const bool moving = std::find(passing.begin(), passing.end(), state) != passing.end();
+            if (!moving || st.client_gone || clock::now() > deadline) co_return state;
+            timer.expires_after(pause);
+            co_await timer.async_wait(nothrow);
+        }
+    };
     std::string said;
+    std::vector<int> unloaded_here;  // a check under way may have read them loaded
     while (max > 0 && !st.client_gone) {
         const auto views = reg_.snapshot();
         std::vector<int> loaded;
@@ -105,6 +127,8 @@ awaitable<void> pipeline::make_room(const config::config& cfg, int idx, upstream
             const auto& m = cfg.backends[j];
             const int jdx = static_cast<int>(j);
             if (jdx == idx || m.retired || m.router != b.router || reg_.asleep(jdx)) continue;
+            if (std::find(unloaded_here.begin(), unloaded_here.end(), jdx) != unloaded_here.end())
+                continue;
             if (!views[j].healthy) continue;
             loaded.push_back(jdx);
         }
@@ -149,13 +173,18 @@ awaitable<void> pipeline::make_room(const config::config& cfg, int idx, upstream
         const auto r = co_await upstream::call(
             pool, router_of(b), http::verb::post, "/models/unload",
             nlohmann::json{{"model", v.router_model}}.dump(), router_call_timeout);
+        // The router stops the model's server after it answers: its place is free once
+        // GET /models says so.
+        const bool unloaded = !r.ec && r.status == 200 &&
+                              co_await settle(v.router_model, {"loaded", "sleeping"}) == "unloaded";
+        reg_.set_asleep(victim, true);
         reg_.forget_all(victim);
-        const bool unloaded = !r.ec && r.status == 200;
+        unloaded_here.push_back(victim);
         std::string what;
         if (saved > 0)
             what = fmt::format("{} slot{} saved ({} tokens)", saved, saved == 1 ? "" : "s", tokens);
         if (kept > 0) what += fmt::format("{}{} already on disk", what.empty() ? "" : ", ", kept);
-        if (what.empty()) what = "nothing worth keeping";
+        if (what.empty()) what = "nothing new to save";
         if (unloaded) {
             log()->info("backend {}: unloaded model {} to load {} ({})", b.name, v.router_model,
                         b.router_model, what);
@@ -169,7 +198,28 @@ awaitable<void> pipeline::make_room(const config::config& cfg, int idx, upstream
         if (!unloaded) break;  // the router makes its own room
     }
     out.disk.unloaded = std::move(said);
-    // This request loads it: the next ones count it among the loaded models.
+    if (st.client_gone) co_return;
+    // Loaded now, and read, before the request is planned.
+    const auto start = clock::now();
+    const auto asked = co_await upstream::call(
+        pool, router_of(b), http::verb::post, "/models/load",
+        nlohmann::json{{"model", b.router_model}}.dump(), router_call_timeout);
+    bool loaded = false;
+    if (!asked.ec && (asked.status == 200 || asked.status == 400)) {  // 400: already running
+        const auto state = co_await settle(b.router_model, {"loading", "downloading", "downloaded"});
+        loaded = state == "loaded" || state == "sleeping";
+    } else {
+        log()->warn("backend {}: the router did not load model {} ({}); the request goes to it "
+                    "as it is",
+                    b.name, b.router_model,
+                    asked.ec ? asked.ec.message() : "HTTP " + std::to_string(asked.status));
+    }
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
+    out.waited += fmt::format("{}model load {}ms{}", out.waited.empty() ? "" : ", ", ms,
+                              loaded ? "" : " (not loaded)");
+    if (loaded) co_await await_checks(cfg, idx, st, out, "check after load");
+    // Loaded (or the router loads it for the request): counted among the loaded models.
     if (!st.client_gone) reg_.set_asleep(idx, false);
 }
 

@@ -97,7 +97,12 @@ json backend_json(const status_input& in, std::size_t i, bool previews) {
               {"identity", nullptr},
               {"build", nullptr},
               {"total_slots", nullptr},
-              {"n_ctx_per_slot", nullptr}};
+              {"n_ctx_per_slot", nullptr},
+              {"asleep", i < in.asleep.size() && in.asleep[i]}};
+    if (!b.router.empty()) {
+        j["router"] = b.router;
+        j["router_model"] = b.router_model;
+    }
     if (info) {
         j["model"] = info->model_path;
         j["identity"] = info->identity;
@@ -199,6 +204,9 @@ std::string pass_through_reason(const config::config& cfg, const routing::backen
         return "routing.enabled is false in the config: set it to true for cache-aware routing";
     }
     if (!info) return "not seen yet: warmslot has not read its GET /props";
+    if (info->model_path.empty() && info->total_slots == 0)
+        return "its router has not loaded this model yet: its slots are read once a request "
+               "loads it";
     if (!v.pinning) {
         return "its idle slots are cleared into llama-server's RAM cache (started without -np): "
                "start it with an explicit -np N (e.g. -np 4), or --no-cache-idle-slots, or "

@@ -32,6 +32,7 @@ struct status_input {
     const config::config* cfg = nullptr;
     std::vector<routing::backend_view> views;                 // by backend index
     std::vector<std::optional<routing::backend_info>> infos;  // by backend index
+    std::vector<bool> asleep;  // by backend index: its model is not loaded (registry::asleep)
     routing::counters totals;
     std::vector<disk_dir> disk;
     activity_view activity;

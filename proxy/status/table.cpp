@@ -65,7 +65,12 @@ std::string backends(const json& s) {
     std::string notes;
     for (const auto& b : list(s, "backends")) {
         const bool routed = b.value("routing", false);
-        rows.push_back({text(b, "name"), b.value("healthy", false) ? "ok" : "down",
+        // A model not loaded (a router's, or a server asleep) is healthy: a request loads it.
+        const char* unloaded = b.contains("router") ? "unloaded" : "asleep";
+        const char* health = !b.value("healthy", false) ? "down"
+                             : b.value("asleep", false) ? unloaded
+                                                        : "ok";
+        rows.push_back({text(b, "name"), health,
                         routed ? "on" : "passed through", text(b, "total_slots"),
                         text(b, "in_flight"), text(b, "model")});
         if (!routed)

@@ -74,4 +74,22 @@ std::string router_body(const config::backend& b, std::string body) {
     return body;
 }
 
+std::string read_router_state(std::string_view answer, const std::string& model) {
+    const auto list = nlohmann::json::parse(answer, nullptr, false);
+    if (!list.is_object()) return "";
+    const auto data = list.find("data");
+    if (data == list.end() || !data->is_array()) return "";
+    for (const auto& m : *data) {
+        if (!m.is_object()) continue;
+        const auto id = m.find("id");
+        if (id == m.end() || !id->is_string() || id->get_ref<const std::string&>() != model)
+            continue;
+        const auto status = m.find("status");
+        if (status == m.end() || !status->is_object()) return "";
+        const auto value = status->find("value");
+        return value != status->end() && value->is_string() ? value->get<std::string>() : "";
+    }
+    return "";
+}
+
 }  // namespace warmslot::upstream

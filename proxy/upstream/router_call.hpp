@@ -29,4 +29,8 @@ std::string router_model_field(const config::backend& b);
 // `body` (a JSON object, or "") with router_model_field first in it.
 std::string router_body(const config::backend& b, std::string body);
 
+// What a router's GET /models answer says of `model`: its status ("loaded", "loading",
+// "unloaded", "sleeping", ...); "" when the answer is not such a list or does not list it.
+std::string read_router_state(std::string_view answer, const std::string& model);
+
 }  // namespace warmslot::upstream

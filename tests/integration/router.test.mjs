@@ -17,7 +17,8 @@ const settings = 'routing:\n  reconcile_interval: 1s\ncache:\n  min_prefix_token
 async function ask(url, model, doc, q, extra = {}) {
   const r = await postJson(`${url}/v1/chat/completions`, { model, ...chat(doc, q), ...extra });
   assert.equal(r.status, 200, `${model}: ${JSON.stringify(r.body)}`);
-  return { r, processed: r.body.timings.prompt_n, disk: r.headers.get('x-warmslot-disk') ?? '' };
+  return { r, processed: r.body.timings.prompt_n, disk: r.headers.get('x-warmslot-disk') ?? '',
+    primed: Number(r.headers.get('x-warmslot-primed-tokens') ?? 0) };
 }
 
 // At most the question's turn and 64 tokens: everything before it came from a cache. Tokenized
@@ -55,11 +56,20 @@ test('router with --models-max 1: switching models and back costs the question, 
       return h.backends?.length === 2 && h.backends.every((b) => b.status === 'ok');
     }, 30000);
     assert.deepEqual(await routerStatus(router.url), { 'tiny-llama': 'unloaded', 'tiny-qwen': 'unloaded' });
+    // Each model is listed once, by its own backend, with what the router says of it.
+    const listed = (await getJson(`${ws.url}/v1/models`)).body.data;
+    assert.deepEqual(listed.map((m) => [m.id, m.owned_by, m.state]).sort(),
+      [['tiny-llama', 'r.tiny-llama', 'unloaded'], ['tiny-qwen', 'r.tiny-qwen', 'unloaded']]);
+    const shown = (await getJson(`${ws.url}/warmslot/status`)).body.backends;
+    assert.deepEqual(shown.map((b) => [b.name, b.router, b.router_model, b.asleep]),
+      [['r.tiny-llama', 'r', 'tiny-llama', true], ['r.tiny-qwen', 'r', 'tiny-qwen', true]]);
 
     for (const [a, b, seed] of [['tiny-llama', 'tiny-qwen', 9101], ['tiny-qwen', 'tiny-llama', 9202]]) {
       const doc = makeDocument(seed, 6000);
       const first = await ask(ws.url, a, doc, 'What comes first?');
-      assert.ok(first.processed > 1000, `${a} first: ${first.processed}`);
+      // Loaded and read before it is planned: its document is primed and saved on the way.
+      assert.ok(first.processed + first.primed > 1000, `${a} first: ${first.processed}`);
+      assert.match(first.disk, /snapshot \d+ tokens/);
       await waitFor(`${a} routed`, async () =>
         (await getJson(`${ws.url}/health`)).body.backends.find((x) => x.name === `r.${a}`)?.routing, 30000);
 
@@ -67,10 +77,12 @@ test('router with --models-max 1: switching models and back costs the question, 
       const running = streamed(ws.url, a, doc, 'Tell it all.', 1500);
       await new Promise((r) => setTimeout(r, 100));
       const other = await ask(ws.url, b, makeDocument(seed + 1, 2000), 'Anything?');
-      assert.match(other.disk, new RegExp(`^unloaded ${a}: (1 slot saved \\(\\d+ tokens\\)|1 already on disk)(;|$)`));
+      assert.match(other.disk, new RegExp(`^unloaded ${a}: (1 slot saved \\(\\d+ tokens\\)|1 already on disk|nothing new to save)(;|$)`));
       const long = await running;
       assert.ok(long.done && long.finish === 'length', `the answer on ${a} ended whole: ${JSON.stringify(long)}`);
       assert.equal((await routerStatus(router.url))[a], 'unloaded');
+      const states = Object.fromEntries((await getJson(`${ws.url}/v1/models`)).body.data.map((m) => [m.id, m.state]));
+      assert.deepEqual(states, { [a]: 'unloaded', [b]: 'running' });
 
       // Back on A: its document comes back from its file.
       const back = await ask(ws.url, a, doc, 'What comes last?');

@@ -96,9 +96,11 @@ function renderBackends(s) {
   const blocks = s.backends.map((b) => {
     const head = el('h3', {}, b.name,
       el('span', { class: `badge ${b.healthy ? 'ok' : 'bad'}` }, b.healthy ? 'healthy' : 'down'),
+      b.asleep ? el('span', { class: 'badge' }, b.router ? 'not loaded' : 'asleep') : null,
       el('span', { class: `badge ${b.routing ? 'ok' : 'bad'}` }, b.routing ? 'routing on' : 'passed through'));
     const facts = el('div', { class: 'muted' },
-      `model ${b.model ?? '-'} · ${b.total_slots ?? '?'} slots of ${fmtInt(b.n_ctx_per_slot)} tokens · `
+      (b.router ? `router ${b.router}, model id ${b.router_model} · ` : '')
+      + `model ${b.model ?? '-'} · ${b.total_slots ?? '?'} slots of ${fmtInt(b.n_ctx_per_slot)} tokens · `
       + `prefill ${Math.round(b.prefill_tokens_per_second)} tokens/s · ${b.in_flight} in flight`
       + (b.identity ? ` · identity ${b.identity}` : ''));
     const note = b.routing ? null : el('div', { class: 'note' }, `Why: ${b.pass_through_reason}`);
