@@ -105,6 +105,7 @@ backend reader::read_backend(const entry& e) const {
     std::vector<std::pair<std::string, int>> url_only;  // keys read from a command's argv instead
     bool router = false;
     int router_line = e.line;
+    std::vector<std::pair<std::string, int>> router_only;  // keys of a router entry only
     read_map(e, {{"name",
                   [&](const entry& v) {
                       b.name = read_scalar(v, "a name");
@@ -145,6 +146,11 @@ backend reader::read_backend(const entry& e) const {
                       router_line = v.line;
                       url_only.emplace_back(v.path, v.line);
                   }},
+                 {"min_residency",
+                  [&](const entry& v) {
+                      b.min_residency = read_duration(v, true);
+                      router_only.emplace_back(v.path, v.line);
+                  }},
                  {"start",
                   [&](const entry& v) {
                       const std::string mode = read_scalar(v, "always or on_demand");
@@ -183,6 +189,9 @@ backend reader::read_backend(const entry& e) const {
              "only applies to a url backend; a command backend's is read from its command "
              "(--ctx-checkpoints N, --sleep-idle-seconds N); a router is a url backend");
     }
+    if (!router && !router_only.empty())
+        fail(router_only.front().second, router_only.front().first,
+             "only applies to a router (router: true)");
     if (router) {
         if (b.models.empty())
             fail(router_line, child_path(e.path, "models"),

@@ -77,6 +77,9 @@ struct backend {
     // with its own slots, identity and files; `router` is the entry's name, shared by them.
     std::string router_model;
     std::string router;
+    // A router's: a model warmslot loaded keeps its place this long while it is used (or
+    // awaited) before warmslot unloads it for another (service/router_room.cpp).
+    millis min_residency{30'000};
     std::string slot_save_path;      // the directory given to its --slot-save-path, as seen
                                      // from warmslot ("" = no disk tier for this backend). For a
                                      // command backend it defaults to <cache.dir>/slots/<name>.

@@ -176,7 +176,17 @@ awaitable<bool> monitor::look(std::size_t i) {
     auto& st = *state_[i];
     if (!b.router_model.empty()) {
         const auto state = co_await router_state(b);
-        if (!state.empty() && state != "loaded" && state != "sleeping")
+        if (state && state->empty()) {
+            if (!std::exchange(st.unlisted, true))
+                log()->error("backend {}: the router on {} does not list model {} (its GET "
+                             "/models): no request goes there; check the ids in `models`",
+                             b.name, b.url, b.router_model);
+            st.down = true;
+            reg_.set_healthy(idx, false);
+            co_return false;
+        }
+        st.unlisted = false;
+        if (state && *state != "loaded" && *state != "sleeping")
             co_return co_await router_unloaded(b, i);
     }
     const auto answer = co_await upstream::call(pool_, b, http::verb::get, "/props", "", call_timeout);

@@ -65,6 +65,7 @@ private:
         bool saved_quiet = false;             // on_quiet was called in this quiet period
         std::string activity;                 // what /metrics said had run, at the last change
         std::chrono::steady_clock::time_point quiet_since;
+        bool unlisted = false;  // a router's model its GET /models did not list (logged once)
     };
     awaitable<void> watch(std::size_t backend);
     awaitable<void> refresh(std::size_t backend);  // one check; never throws
@@ -83,8 +84,8 @@ private:
     // A router's model that the router has not loaded (service/monitor_sleep.cpp).
     awaitable<bool> router_unloaded(config::backend b, std::size_t backend);
     // What the router's GET /models says of the model: "loaded", "loading", "unloaded",
-    // "sleeping", ...; "" when it does not say (no answer, or the model is not listed).
-    awaitable<std::string> router_state(config::backend b);
+    // "sleeping", ...; "" when it does not list the model; std::nullopt without an answer.
+    awaitable<std::optional<std::string>> router_state(config::backend b);
     static std::chrono::milliseconds sleep_after(const config::backend& b);
     // The model's stamp for routing::identity_of, and what its file says of its architecture
     // (empty when unread).

@@ -128,15 +128,17 @@ awaitable<bool> monitor::router_unloaded(config::backend b, std::size_t i) {
         reg_.set_info(idx, info, false);
     }
     co_await let_sleep(b, i, true);
+    // The server the router starts for it next counts its tasks from 0: not a restart.
+    state_[i]->last_task = -1;
     reg_.set_healthy(idx, true);
     co_return true;
 }
 
-awaitable<std::string> monitor::router_state(config::backend b) {
+awaitable<std::optional<std::string>> monitor::router_state(config::backend b) {
     const auto model = b.router_model;
     b.router_model.clear();  // the router's own list
     const auto r = co_await upstream::call(pool_, b, http::verb::get, "/models", "", metrics_timeout);
-    if (r.ec || r.status != 200) co_return "";
+    if (r.ec || r.status != 200) co_return std::nullopt;
     co_return upstream::read_router_state(r.body, model);
 }
 

@@ -299,6 +299,10 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
     // more: it never waits on the backend.
     std::string head_bytes = early ? std::string() : res.str();
     sse_stats stats;
+    // A body that is not a stream but has no length (a router passes answers on chunked): kept,
+    // up to max_buffered_body, for the timings at its end.
+    std::string plain;
+    bool keep_plain = !sse;
     std::array<char, 64 * 1024> buf;
     error_code rec;
     std::string last;  // the last chunk with its trailers, once the body is complete
@@ -307,6 +311,13 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         // Everything already received goes out in one write; then wait for more.
         const std::size_t got = p.is_done() ? 0 : take_buffered(p, up.buffer, buf, rec);
         if (got > 0 && sse) stats.feed(buf.data(), got);
+        if (got > 0 && keep_plain) {
+            keep_plain = plain.size() + got <= max_buffered_body;
+            if (keep_plain) plain.append(buf.data(), got);
+            else std::string().swap(plain);
+        }
+        if (p.is_done() && keep_plain && !stats.stats && api::may_carry_stats(plain))
+            stats.stats = api::find_prompt_stats(plain);
         if (p.is_done()) st.complete(stats.stats);
         const bool done = p.is_done() && !rec;
         if (done) {

@@ -1,14 +1,17 @@
 // A request for a model a router has not loaded, while the router runs as many models as it may
 // (its --models-max): the router would unload its least recently used idle model to make room,
-// and every slot of that model with it. warmslot makes the room itself first: it picks that
-// model (the least recently used one of the router's models with no request of warmslot's in
-// flight, waiting for one to finish when all are in use), marks it asleep so that no new request
-// is sent to it, saves its valuable slots, and unloads it (POST /models/unload). Then it loads
-// the request's model (POST /models/load), waits until the router says it is loaded and has the
-// monitor read it (its slots, and a probe when it is new), so the request is planned on a slot
-// like any other: the next request for the unloaded model restores what was saved. One switch
-// at a time per router: requests that come meanwhile wait for it, then look again. What was
-// saved and unloaded is said in the request's X-Warmslot-Disk.
+// and every slot of that model with it. warmslot makes the room itself first. It picks the model
+// to unload: the least recently used one that nobody uses (no request of warmslot's in flight,
+// none waiting for it), else the least recently used one loaded at least `min_residency` ago
+// (a model just loaded keeps its place while it is used, so two busy models do not take turns
+// request by request); when none qualifies, it waits. It marks that model asleep, so new requests
+// for it wait, waits for its requests in flight to end (a switch never cuts one), saves its
+// valuable slots, and unloads it (POST /models/unload, then until GET /models says so). Then it
+// loads the request's model (POST /models/load), waits until the router says it is loaded and
+// has the monitor read it (its slots, and a probe when it is new), so the request is planned on
+// a slot like any other: the next request for the unloaded model restores what was saved. One
+// switch at a time per router; a request whose model another switch loaded meanwhile goes at
+// once. What was saved and unloaded is said in the request's X-Warmslot-Disk.
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
@@ -17,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <map>
 #include <set>
 #include <string>
 
@@ -30,7 +34,9 @@ namespace warmslot::service {
 
 struct router_switches {
     std::mutex mu;
-    std::set<std::string> busy;  // routers with a switch under way
+    std::set<std::string> busy;                  // routers with a switch under way
+    std::map<int, std::size_t> waiting;          // requests waiting for a model, by backend
+    std::map<int, routing::clock::time_point> loaded_at;  // when a switch loaded it
 };
 
 namespace {
@@ -70,13 +76,27 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
     if (b.router.empty() || !reg_.asleep(idx)) co_return;
     net::steady_timer timer(co_await net::this_coro::executor);
     const auto deadline = clock::now() + cfg.timeouts.upstream_response;
-    // Takes the router's turn; false when the client left or the wait ran out.
+    auto& sw = *switches_;
+    struct waiter {
+        router_switches& s;
+        int model;
+        waiter(router_switches& all, int backend) : s(all), model(backend) {
+            std::lock_guard lock(s.mu);
+            s.waiting[model] += 1;
+        }
+        ~waiter() {
+            std::lock_guard lock(s.mu);
+            s.waiting[model] -= 1;
+        }
+    } const waits{sw, idx};
+    // Takes the router's turn; returns when the client left, the wait ran out, or another
+    // switch loaded the model meanwhile.
     for (;;) {
         {
-            std::lock_guard lock(switches_->mu);
-            if (switches_->busy.insert(b.router).second) break;
+            std::lock_guard lock(sw.mu);
+            if (sw.busy.insert(b.router).second) break;
         }
-        if (st.client_gone || clock::now() > deadline) co_return;
+        if (st.client_gone || clock::now() > deadline || !reg_.asleep(idx)) co_return;
         timer.expires_after(pause);
         co_await timer.async_wait(nothrow);
     }
@@ -87,7 +107,7 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
             std::lock_guard lock(s.mu);
             s.busy.erase(router);
         }
-    } const held{*switches_, b.router};
+    } const held{sw, b.router};
     if (!reg_.asleep(idx)) co_return;  // the switch before this one loaded it
 
     const auto props = co_await upstream::call(pool, router_of(b), http::verb::get, "/props", "",
@@ -104,8 +124,8 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
     const auto state_of = [&](const std::string& model) -> awaitable<std::string> {
         const auto r = co_await upstream::call(pool, router_of(b), http::verb::get, "/models", "",
                                                router_call_timeout);
-        co_return r.ec || r.status != 200 ? std::string()
-                                          : upstream::read_router_state(r.body, model);
+        if (r.ec || r.status != 200) co_return std::string();
+        co_return upstream::read_router_state(r.body, model).value_or("");
     };
     // Waits while the model's state is one of `passing`; its last state.
     const auto settle = [&](const std::string& model,
@@ -133,31 +153,51 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
             loaded.push_back(jdx);
         }
         if (static_cast<long>(loaded.size()) < max) break;
+        const auto now = clock::now();
         int victim = -1;
-        for (const int j : loaded) {
-            const auto& v = views[static_cast<std::size_t>(j)];
-            if (v.in_flight > 0) continue;
-            if (victim < 0 || last_use(v) < last_use(views[static_cast<std::size_t>(victim)]))
-                victim = j;
-        }
-        if (victim >= 0) {
-            // No new request goes there now (they wait for this switch); one that was planned
-            // there a moment ago keeps it.
-            reg_.set_asleep(victim, true);
-            if (reg_.snapshot()[static_cast<std::size_t>(victim)].in_flight > 0) {
-                reg_.set_asleep(victim, false);
-                victim = -1;
+        bool idle_victim = false;
+        {
+            std::lock_guard lock(sw.mu);
+            for (const int j : loaded) {
+                const auto& v = views[static_cast<std::size_t>(j)];
+                const auto w = sw.waiting.find(j);
+                const bool idle = v.in_flight == 0 && (w == sw.waiting.end() || w->second == 0);
+                const auto at = sw.loaded_at.find(j);
+                const bool resident = at == sw.loaded_at.end() ||
+                                      now - at->second >= b.min_residency;
+                if (!idle && !resident) continue;
+                // Idle ones first, then the least recently used.
+                const bool better =
+                    victim < 0 || (idle && !idle_victim) ||
+                    (idle == idle_victim &&
+                     last_use(v) < last_use(views[static_cast<std::size_t>(victim)]));
+                if (better) {
+                    victim = j;
+                    idle_victim = idle;
+                }
             }
         }
         if (victim < 0) {
-            if (clock::now() > deadline) break;  // the router queues the request itself
+            if (now > deadline) break;  // the router queues the request itself
             timer.expires_after(pause);
             co_await timer.async_wait(nothrow);
             continue;
         }
+        // No new request goes there now (they wait, like this one); those in flight end.
+        reg_.set_asleep(victim, true);
+        while (reg_.snapshot()[static_cast<std::size_t>(victim)].in_flight > 0 &&
+               clock::now() < deadline && !st.client_gone) {
+            timer.expires_after(pause);
+            co_await timer.async_wait(nothrow);
+        }
+        if (reg_.snapshot()[static_cast<std::size_t>(victim)].in_flight > 0) {
+            reg_.set_asleep(victim, false);
+            break;  // still in use: the router queues the request itself
+        }
         const auto& v = cfg.backends[static_cast<std::size_t>(victim)];
         std::size_t saved = 0, kept = 0;
         std::uint64_t tokens = 0;
+        std::string skipped;  // why the others were not saved, for the log
         if (disk_) {
             const auto report = co_await disk_->save_valuable(
                 pool, victim, out.caller ? std::optional(out.caller->tenant) : std::nullopt);
@@ -167,6 +207,8 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
                     tokens += s.tokens;
                 } else if (s.reason == "already on disk") {
                     kept += 1;
+                } else {
+                    skipped += fmt::format("; slot {}: {}", s.slot, s.reason);
                 }
             }
         }
@@ -180,14 +222,17 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
         reg_.set_asleep(victim, true);
         reg_.forget_all(victim);
         unloaded_here.push_back(victim);
+        // A check that read it loaded before the unload may end after it: the check asked for
+        // now reads it unloaded, and no request meets it believed loaded.
+        if (unloaded) co_await await_checks(cfg, victim, st, out, "check after unload");
         std::string what;
         if (saved > 0)
             what = fmt::format("{} slot{} saved ({} tokens)", saved, saved == 1 ? "" : "s", tokens);
         if (kept > 0) what += fmt::format("{}{} already on disk", what.empty() ? "" : ", ", kept);
         if (what.empty()) what = "nothing new to save";
         if (unloaded) {
-            log()->info("backend {}: unloaded model {} to load {} ({})", b.name, v.router_model,
-                        b.router_model, what);
+            log()->info("backend {}: unloaded model {} to load {} ({}{})", b.name, v.router_model,
+                        b.router_model, what, skipped);
         } else {
             log()->warn("backend {}: could not unload model {} ({}) to load {}; {}", b.name,
                         v.router_model, r.ec ? r.ec.message() : "HTTP " + std::to_string(r.status),
@@ -218,7 +263,13 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
         std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
     out.waited += fmt::format("{}model load {}ms{}", out.waited.empty() ? "" : ", ", ms,
                               loaded ? "" : " (not loaded)");
-    if (loaded) co_await await_checks(cfg, idx, st, out, "check after load");
+    if (loaded) {
+        {
+            std::lock_guard lock(sw.mu);
+            sw.loaded_at[idx] = clock::now();
+        }
+        co_await await_checks(cfg, idx, st, out, "check after load");
+    }
     // Loaded (or the router loads it for the request): counted among the loaded models.
     if (!st.client_gone) reg_.set_asleep(idx, false);
 }

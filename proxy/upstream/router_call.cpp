@@ -74,11 +74,11 @@ std::string router_body(const config::backend& b, std::string body) {
     return body;
 }
 
-std::string read_router_state(std::string_view answer, const std::string& model) {
+std::optional<std::string> read_router_state(std::string_view answer, const std::string& model) {
     const auto list = nlohmann::json::parse(answer, nullptr, false);
-    if (!list.is_object()) return "";
+    if (!list.is_object()) return std::nullopt;
     const auto data = list.find("data");
-    if (data == list.end() || !data->is_array()) return "";
+    if (data == list.end() || !data->is_array()) return std::nullopt;
     for (const auto& m : *data) {
         if (!m.is_object()) continue;
         const auto id = m.find("id");

@@ -4,6 +4,7 @@
 // `autoload=false`. Pure; plain backends' calls pass unchanged.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,7 +31,8 @@ std::string router_model_field(const config::backend& b);
 std::string router_body(const config::backend& b, std::string body);
 
 // What a router's GET /models answer says of `model`: its status ("loaded", "loading",
-// "unloaded", "sleeping", ...); "" when the answer is not such a list or does not list it.
-std::string read_router_state(std::string_view answer, const std::string& model);
+// "unloaded", "sleeping", ...); "" when the list does not have the model (or no status for it);
+// std::nullopt when the answer is not such a list.
+std::optional<std::string> read_router_state(std::string_view answer, const std::string& model);
 
 }  // namespace warmslot::upstream

@@ -6,6 +6,7 @@
 // ends whole: the switch waits for it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { getJson, postJson, routerStatus, startRouter } from './lib/llama.mjs';
 import { waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
@@ -56,7 +57,10 @@ test('router with --models-max 1: switching models and back costs the question, 
       return h.backends?.length === 2 && h.backends.every((b) => b.status === 'ok');
     }, 30000);
     assert.deepEqual(await routerStatus(router.url), { 'tiny-llama': 'unloaded', 'tiny-qwen': 'unloaded' });
-    // Each model is listed once, by its own backend, with what the router says of it.
+    // Each model is listed once, by its own backend, with what the router says of it (once the
+    // monitor has looked at both).
+    await waitFor('both models seen unloaded', async () =>
+      (await getJson(`${ws.url}/warmslot/status`)).body.backends.every((b) => b.asleep), 30000);
     const listed = (await getJson(`${ws.url}/v1/models`)).body.data;
     assert.deepEqual(listed.map((m) => [m.id, m.owned_by, m.state]).sort(),
       [['tiny-llama', 'r.tiny-llama', 'unloaded'], ['tiny-qwen', 'r.tiny-qwen', 'unloaded']]);
@@ -70,6 +74,12 @@ test('router with --models-max 1: switching models and back costs the question, 
       // Loaded and read before it is planned: its document is primed and saved on the way.
       assert.ok(first.processed + first.primed > 1000, `${a} first: ${first.processed}`);
       assert.match(first.disk, /snapshot \d+ tokens/);
+      // The router passes answers on chunked: their timings are read all the same, so warmslot
+      // knows what the slot holds.
+      await waitFor('the first answer logged', async () => fs.readFileSync(ws.logFile, 'utf8')
+        .includes(`backend=r.${a}`), 5000);
+      const line = fs.readFileSync(ws.logFile, 'utf8').split('\n').find((l) => l.includes(`POST /v1/chat/completions 200 backend=r.${a}`));
+      assert.match(line, /cached=\d+ processed=\d+/, line);
       await waitFor(`${a} routed`, async () =>
         (await getJson(`${ws.url}/health`)).body.backends.find((x) => x.name === `r.${a}`)?.routing, 30000);
 
@@ -81,8 +91,12 @@ test('router with --models-max 1: switching models and back costs the question, 
       const long = await running;
       assert.ok(long.done && long.finish === 'length', `the answer on ${a} ended whole: ${JSON.stringify(long)}`);
       assert.equal((await routerStatus(router.url))[a], 'unloaded');
-      const states = Object.fromEntries((await getJson(`${ws.url}/v1/models`)).body.data.map((m) => [m.id, m.state]));
-      assert.deepEqual(states, { [a]: 'unloaded', [b]: 'running' });
+      // As warmslot's next check at the latest sees them.
+      const states = async () => JSON.stringify(Object.fromEntries(
+        (await getJson(`${ws.url}/v1/models`)).body.data.map((m) => [m.id, m.state])));
+      await waitFor(`${a} unloaded and ${b} running`, async () =>
+        (await states()) === JSON.stringify({ [a]: 'unloaded', [b]: 'running' }) ||
+        (await states()) === JSON.stringify({ [b]: 'running', [a]: 'unloaded' }), 10000);
 
       // Back on A: its document comes back from its file.
       const back = await ask(ws.url, a, doc, 'What comes last?');
@@ -98,6 +112,34 @@ test('router with --models-max 1: switching models and back costs the question, 
     const alone = await direct('tiny-llama', 'What comes last?');
     assert.equal(alone.status, 200);
     assert.ok(alone.body.timings.prompt_n > 1000, `router alone: ${alone.body.timings.prompt_n}`);
+  } finally {
+    await ws.stop();
+    await router.stop();
+  }
+});
+
+test('router with --models-max 1: a burst for two models switches between them a few times, not at every request', { timeout: 300000 }, async () => {
+  const router = await startRouter({ models, max: 1 });
+  // A model the router does not have (a typo in the config): said in the log, never used.
+  const ws = await startWarmslot({
+    backends: [{ name: 'r', url: router.url, slotSaveDir: router.saveDir,
+      lines: ['router: true', `models: [${Object.keys(models).join(', ')}, tiny-typo]`] }],
+    extra: settings });
+  try {
+    await waitFor('the unlisted model reported', async () =>
+      /the router on \S+ does not list model tiny-typo/.test(fs.readFileSync(ws.logFile, 'utf8')), 30000);
+    const docs = { 'tiny-llama': makeDocument(9401, 4000), 'tiny-qwen': makeDocument(9402, 4000) };
+    const order = Array.from({ length: 8 }, (_, i) => (i % 2 ? 'tiny-qwen' : 'tiny-llama'));
+    const answers = await Promise.all(order.map((m, i) =>
+      postJson(`${ws.url}/v1/chat/completions`, { model: m, ...chat(docs[m], `Question ${i}?`) })));
+    for (const [i, r] of answers.entries()) assert.equal(r.status, 200, `${order[i]}: ${JSON.stringify(r.body)}`);
+    const switches = (fs.readFileSync(ws.logFile, 'utf8').match(/unloaded model /g) ?? []).length;
+    // Four requests each: one switch to the second model, maybe one back; never one a request.
+    assert.ok(switches <= 2, `${switches} switches for 8 requests`);
+    const typo = await postJson(`${ws.url}/v1/chat/completions`, { model: 'tiny-typo', ...chat('x', 'y') });
+    // Tried there as a last resort: the router's own answer.
+    assert.equal(typo.status, 400);
+    assert.match(JSON.stringify(typo.body), /tiny-typo/);
   } finally {
     await ws.stop();
     await router.stop();

@@ -183,7 +183,7 @@ TEST_CASE("config: command backends are validated") {
          ""},
         {head + "    command: [s]\n    restart: always\n", "backends[0].restart", 4,
          "unknown key; expected one of: name, url, command, models, slot_save_path, "
-         "ctx_checkpoints, sleep_idle, router, start, idle_stop, start_timeout, "
+         "ctx_checkpoints, sleep_idle, router, min_residency, start, idle_stop, start_timeout, "
          "restart_backoff_max, env"},
         {head + "    command: [s]\n    sleep_idle: 300s\n", "backends[0].sleep_idle", 4,
          "only applies to a url backend"},

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -89,6 +90,22 @@ TEST_CASE("router calls: the model first in a body, where a client's own name wi
     CHECK(up::router_body(plain, "{}") == "{}");
 }
 
+TEST_CASE("router calls: a model's state in the router's GET /models") {
+    const std::string list = R"({"object":"list","data":[
+        {"id":"a","status":{"value":"loaded","args":[]}},
+        {"id":"b","status":{"value":"unloaded","failed":true,"exit_code":1}},
+        {"id":"c"},
+        {"id":"d","status":{"value":7}}]})";
+    CHECK(up::read_router_state(list, "a") == "loaded");
+    CHECK(up::read_router_state(list, "b") == "unloaded");
+    CHECK(up::read_router_state(list, "c") == "");
+    CHECK(up::read_router_state(list, "d") == "");
+    CHECK(up::read_router_state(list, "e") == "");  // not listed
+    CHECK_FALSE(up::read_router_state("not json", "a"));
+    CHECK_FALSE(up::read_router_state(R"({"data":{}})", "a"));
+    CHECK_FALSE(up::read_router_state(R"([1,2])", "a"));
+}
+
 TEST_CASE("config: a router entry is one backend per model") {
     const auto c = parse("backends:\n  - name: gpu\n    url: http://127.0.0.1:8080\n"
                          "    router: true\n    models: [tiny-llama, org/m:Q4]\n"
@@ -103,8 +120,12 @@ TEST_CASE("config: a router entry is one backend per model") {
     CHECK(c.backends[1].name == "gpu.org_m_Q4");
     CHECK(c.backends[1].router_model == "org/m:Q4");
     CHECK(c.backends[1].url == c.backends[0].url);
+    CHECK(c.backends[0].min_residency == std::chrono::seconds(30));
     CHECK(c.backends[2].router.empty());
     CHECK(c.backends[2].router_model.empty());
+    const auto quick = parse("backends:\n  - {name: r, url: 'http://h:1', router: true, models: [x],"
+                             " min_residency: 0s}\n");
+    CHECK(quick.backends[0].min_residency.count() == 0);
     const auto off = parse("backends:\n  - {name: a, url: 'http://h:1', router: false, models: [x]}\n");
     REQUIRE(off.backends.size() == 1);
     CHECK(off.backends[0].router.empty());
@@ -117,6 +138,8 @@ TEST_CASE("config: a router names its models and is a url") {
          "is required for a router"},
         {"backends:\n  - name: r\n    command: [llama-server]\n    router: true\n    models: [a]\n",
          "backends[0].router", 4, "only applies to a url backend"},
+        {"backends:\n  - name: r\n    url: http://h:1\n    min_residency: 5s\n", "backends[0].min_residency",
+         4, "only applies to a router (router: true)"},
         {"backends:\n  - name: r\n    url: http://h:1\n    router: yes please\n    models: [a]\n",
          "backends[0].router", 4, ""},
         {"backends:\n  - name: r.a\n    url: http://h:2\n  - name: r\n    url: http://h:1\n"
