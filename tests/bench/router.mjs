@@ -5,10 +5,11 @@
 // the router (a model's slots saved before warmslot unloads it, restored after), and for
 // warmslot's own swap group of the same two models (llama-server processes it starts and stops).
 //
-//   node tests/bench/router.mjs [--tokens N] [--swaps N] [--write-doc]
+//   node tests/bench/router.mjs [--tokens N] [--swaps N] [--load N] [--write-doc]
 //
 //   --tokens N   the document of each model: about N tokens (default 16000)
 //   --swaps N    switches between the models after the first request (default 4)
+//   --load N     run it all again with N cores kept busy (default 0: idle only)
 //   --write-doc  replace the table between <!-- router:begin --> and <!-- router:end --> in
 //                docs/benchmarks.md
 //
@@ -21,19 +22,22 @@ import { tempDir } from '../integration/lib/procs.mjs';
 import { startWarmslot } from '../integration/lib/warmslot.mjs';
 import { chat, makeDocument } from '../integration/lib/text.mjs';
 import { replaceDocSection } from './lib/doc-section.mjs';
+import { startLoad } from './lib/load.mjs';
 
 function parseArgs(argv) {
-  const o = { tokens: 16000, swaps: 4, writeDoc: false };
+  const o = { tokens: 16000, swaps: 4, load: 0, writeDoc: false };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split('=');
     const value = () => Number.parseInt(inline ?? argv[++i], 10);
     if (name === '--tokens') o.tokens = value();
     else if (name === '--swaps') o.swaps = value();
+    else if (name === '--load') o.load = value();
     else if (name === '--write-doc') o.writeDoc = true;
     else { console.error(`router.mjs: unknown argument ${argv[i]}`); process.exit(2); }
   }
-  if (!(o.tokens >= 2000 && o.tokens <= 60000) || !(o.swaps >= 1 && o.swaps <= 20)) {
-    console.error('router.mjs: --tokens 2000..60000, --swaps 1..20');
+  if (!(o.tokens >= 2000 && o.tokens <= 60000) || !(o.swaps >= 1 && o.swaps <= 20) ||
+      !(o.load >= 0 && o.load <= 64)) {
+    console.error('router.mjs: --tokens 2000..60000, --swaps 1..20, --load 0..64');
     process.exit(2);
   }
   return o;
@@ -99,9 +103,8 @@ async function group(opts, docs) {
   }
 }
 
-function table(opts, runs, load) {
-  const fmt = (n) => n.toLocaleString('en-US');
-  const lines = [
+function intro(opts) {
+  return [
     '## Router mode: two models behind one llama-server router',
     '',
     'A llama-server in router mode (`--models-preset`, `--models-max 1`) unloads one model to load',
@@ -111,14 +114,20 @@ function table(opts, runs, load) {
     'the same two models (llama-server processes warmslot starts and stops). Reproduce with',
     '',
     '```',
-    `node tests/bench/router.mjs --tokens ${opts.tokens} --swaps ${opts.swaps} --write-doc`,
+    `node tests/bench/router.mjs --tokens ${opts.tokens} --swaps ${opts.swaps}${opts.load ? ` --load ${opts.load}` : ''} --write-doc`,
     '```',
     '',
     'Tokens are the prompt tokens llama-server computed for the request (its `timings`, plus',
     'warmslot\'s priming before it, `X-Warmslot-Primed-Tokens`); seconds are the request as the',
     'client saw it, the switch included (save, unload, load, restore).',
+  ];
+}
+
+function table(opts, runs, load) {
+  const fmt = (n) => n.toLocaleString('en-US');
+  const lines = [
     '',
-    `A = \`llama\`, B = \`qwen35\` (hybrid), tiny presets, \`-np 2\`, a ${fmt(opts.tokens)}-token document each, requests A, B, A, ... (${opts.swaps} switches). Load average ${load}.`,
+    `A = \`llama\`, B = \`qwen35\` (hybrid), tiny presets, \`-np 2\`, a ${fmt(opts.tokens)}-token document each, requests A, B, A, ... (${opts.swaps} switches). ${load}.`,
     '',
     '| request | model | router alone: tokens | s | warmslot + router: tokens | s | warmslot swap group: tokens | s |',
     '|---|---|---:|---:|---:|---:|---:|---:|',
@@ -136,10 +145,26 @@ function table(opts, runs, load) {
 
 const opts = parseArgs(process.argv.slice(2));
 const docs = { 'model-a': makeDocument(4201, opts.tokens), 'model-b': makeDocument(4202, opts.tokens) };
-const runs = { alone: await alone(opts, docs), behind: await behind(opts, docs), group: await group(opts, docs) };
-const text = table(opts, runs, os.loadavg().map((l) => l.toFixed(1)).join(' '));
+const all = async () => ({ alone: await alone(opts, docs), behind: await behind(opts, docs), group: await group(opts, docs) });
+const avg = () => os.loadavg().map((l) => l.toFixed(1)).join(' ');
+const sections = [intro(opts).join('\n')];
+const idle = await all();
+sections.push(table(opts, idle, `No other load; load average ${avg()}`));
+const runs = { idle };
+if (opts.load > 0) {
+  const generator = startLoad(opts.load);
+  try {
+    runs.loaded = await all();
+    sections.push(table(opts, runs.loaded, `The same with ${opts.load} cores kept busy by other processes; load average ${avg()}`));
+  } finally {
+    await generator.stop();
+  }
+}
+const text = sections.join('\n');
 console.log(text);
-for (const [name, rows] of Object.entries(runs)) {
-  for (const r of rows) console.error(`${name} ${r.m}: ${r.tokens} tokens, ${r.seconds.toFixed(1)} s, ${r.disk || '-'}`);
+for (const [when, configs] of Object.entries(runs)) {
+  for (const [name, rows] of Object.entries(configs)) {
+    for (const r of rows) console.error(`${when} ${name} ${r.m}: ${r.tokens} tokens, ${r.seconds.toFixed(1)} s, ${r.disk || '-'}`);
+  }
 }
 if (opts.writeDoc) replaceDocSection('router', text);
