@@ -7,6 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { getJson, postJson, routerStatus, startRouter } from './lib/llama.mjs';
 import { waitFor } from './lib/procs.mjs';
 import { startWarmslot } from './lib/warmslot.mjs';
@@ -140,6 +142,40 @@ test('router with --models-max 1: a burst for two models switches between them a
     // Tried there as a last resort: the router's own answer.
     assert.equal(typo.status, 400);
     assert.match(JSON.stringify(typo.body), /tiny-typo/);
+  } finally {
+    await ws.stop();
+    await router.stop();
+  }
+});
+
+test('router: the OpenAI and Anthropic SDKs reach each model through warmslot, streamed and not', { timeout: 300000 }, async () => {
+  const router = await startRouter({ models, max: 1 });
+  const ws = await startWarmslot({
+    backends: [{ name: 'r', url: router.url, slotSaveDir: router.saveDir,
+      lines: ['router: true', `models: [${Object.keys(models).join(', ')}]`] }],
+    extra: settings });
+  try {
+    const openai = new OpenAI({ baseURL: `${ws.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const anthropic = new Anthropic({ baseURL: ws.url, apiKey: 'none', maxRetries: 0 });
+    const doc = makeDocument(9501, 3000);
+    for (const model of ['tiny-qwen', 'tiny-llama', 'tiny-qwen']) {
+      const chatted = await openai.chat.completions.create({ model, ...chat(doc, 'First?') });
+      assert.equal(chatted.model, model);
+      assert.equal(chatted.choices[0].finish_reason, 'length');
+      const stream = await openai.chat.completions.create({ model, ...chat(doc, 'Second?'), stream: true });
+      let finish = null;
+      for await (const part of stream) finish = part.choices[0]?.finish_reason ?? finish;
+      assert.equal(finish, 'length');
+      const messages = await anthropic.messages.create({ model, max_tokens: 4, temperature: 0,
+        system: doc, messages: [{ role: 'user', content: 'Third?' }] });
+      assert.equal(messages.type, 'message');
+      assert.equal(messages.stop_reason, 'max_tokens');
+      const events = anthropic.messages.stream({ model, max_tokens: 4, temperature: 0,
+        system: doc, messages: [{ role: 'user', content: 'Fourth?' }] });
+      const final = await events.finalMessage();
+      assert.equal(final.stop_reason, 'max_tokens');
+    }
+    assert.equal((await routerStatus(router.url))['tiny-qwen'], 'loaded');
   } finally {
     await ws.stop();
     await router.stop();
