@@ -92,6 +92,14 @@ prompt_view view_of(api::api_shape shape, const nlohmann::json* body) {
 // never reaches the slot choice: such requests float (routing::registry::mark_floating).
 bool takes_id_slot(api::api_shape shape) { return shape != api::api_shape::messages; }
 
+// Whether the request's "model" picks the backend: several model files, or a router's models
+// (told apart by name even when one file serves two of them).
+bool by_model(const config::config& cfg, const routing::registry& reg) {
+    return reg.multi_model() ||
+           std::any_of(cfg.backends.begin(), cfg.backends.end(),
+                       [](const config::backend& b) { return !b.router.empty(); });
+}
+
 // A floating request finds the slot warmslot prepares only when llama-server's similarity rule
 // picks it (routing/planner.hpp, rule 10): a prefix that is a small share of the prompt may not
 // make it the best match, and preparing it would be wasted. Pinned requests always find it.
@@ -122,9 +130,12 @@ outgoing_body prepared_body(const std::string& body, const nlohmann::json* parse
                             std::optional<int> slot, const config::backend& b) {
     outgoing_body out;
     const bool client_pinned = parsed && parsed->contains("id_slot");
-    // A router's model is named first: a `model` the client sent comes later and wins.
-    const std::string model = upstream::router_model_field(b);
+    // A router's model is named first: a `model` the client sent comes later and wins. Only
+    // in a JSON object (never in a multipart upload that happens to hold a brace).
     const auto brace = body.find('{');
+    const bool object = brace != std::string::npos &&
+                        body.find_first_not_of(" \t\r\n") == brace;
+    const std::string model = object ? upstream::router_model_field(b) : std::string();
     if ((!slot && !client_pinned && model.empty()) || brace == std::string::npos) {
         out.before = body;
         return out;
@@ -393,11 +404,8 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         co_return;
     }
     // After the wake: a backend it started may be the one that makes the backends serve more
-    // than one model file (its model is read once it is healthy). A router's models are told
-    // apart by name even when one file serves two of them.
-    const bool routers = std::any_of(cfg.backends.begin(), cfg.backends.end(),
-                                     [](const config::backend& b) { return !b.router.empty(); });
-    const std::string model = reg_.multi_model() || routers ? out.cls.model : std::string();
+    // than one model file (its model is read once it is healthy).
+    const std::string model = by_model(cfg, reg_) ? out.cls.model : std::string();
     const std::uint64_t bytes = fp ? fp->total_bytes : ex.request.body().size();
     // Backends the registry added by a reload after this request took its config are not
     // candidates: the request's backend list is the one it indexes.
@@ -596,10 +604,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
     // A failover stays among the backends that serve the request's model: another model's
     // answer is no answer (a swap group's member stopped under a request must not send it to
     // a backend outside the group).
-    // A router's models are told apart by name even when one file serves two of them.
-    const bool routers = std::any_of(cfg.backends.begin(), cfg.backends.end(),
-                                     [](const config::backend& b) { return !b.router.empty(); });
-    const std::string model = reg_.multi_model() || routers ? out.cls.model : std::string();
+    const std::string model = by_model(cfg, reg_) ? out.cls.model : std::string();
     std::optional<std::vector<routing::backend_view>> views;
     std::optional<api::prompt_stats> answered;  // the planned try's, when a file is due
     for (std::size_t k = 0; k < cfg.backends.size() && !st.client_gone; ++k) {

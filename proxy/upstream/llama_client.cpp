@@ -30,7 +30,8 @@ awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb metho
     if (in_flight) *in_flight = conn.get();
     const bool get = method == http::verb::get;
     if (!get && !b.router_model.empty()) body = router_body(b, std::move(body));
-    target = router_target(b, std::move(target), keeps_unloaded(get, target));
+    const bool no_load = keeps_unloaded(get, target);  // before the target is moved
+    target = router_target(b, std::move(target), no_load);
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, host_header(b.host, b.port));
     if (const auto key = b.current_child_key(); !key.empty())

@@ -93,6 +93,9 @@ test('router with --models-max 1: switching models and back costs the question, 
       const long = await running;
       assert.ok(long.done && long.finish === 'length', `the answer on ${a} ended whole: ${JSON.stringify(long)}`);
       assert.equal((await routerStatus(router.url))[a], 'unloaded');
+      // Saves asked of every model load none (and checks, and the status, read none).
+      assert.equal((await postJson(`${ws.url}/admin/snapshot`, {})).status, 200);
+      assert.equal((await routerStatus(router.url))[a], 'unloaded');
       // As warmslot's next check at the latest sees them.
       const states = async () => JSON.stringify(Object.fromEntries(
         (await getJson(`${ws.url}/v1/models`)).body.data.map((m) => [m.id, m.state])));
