@@ -219,12 +219,15 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
         // GET /models says so.
         const bool unloaded = !r.ec && r.status == 200 &&
                               co_await settle(v.router_model, {"loaded", "sleeping"}) == "unloaded";
-        reg_.set_asleep(victim, true);
-        reg_.forget_all(victim);
         unloaded_here.push_back(victim);
-        // A check that read it loaded before the unload may end after it: the check asked for
-        // now reads it unloaded, and no request meets it believed loaded.
-        if (unloaded) co_await await_checks(cfg, victim, st, out, "check after unload");
+        if (unloaded) {
+            reg_.forget_all(victim);
+            // A check that read it loaded before the unload may end after it: the check asked
+            // for now reads it unloaded, and no request meets it believed loaded.
+            co_await await_checks(cfg, victim, st, out, "check after unload");
+        } else {
+            reg_.set_asleep(victim, false);  // still loaded, and what it holds still known
+        }
         std::string what;
         if (saved > 0)
             what = fmt::format("{} slot{} saved ({} tokens)", saved, saved == 1 ? "" : "s", tokens);

@@ -56,8 +56,9 @@ for (const arch of ['llama', 'qwen35']) {
       assert.equal(processed, computed, 'X-Warmslot-Processed-Tokens is what llama-server computed');
       assert.equal(processed, primed + r.body.timings.prompt_n, 'priming plus the request itself');
       assert.equal((await warmslotMetric(ws, 'warmslot_prompt_tokens_primed_total')) - primedBefore, primed);
-      const log = fs.readFileSync(ws.logFile, 'utf8');
-      assert.match(log, new RegExp(`processed=${processed} \\(prime=${primed}, request=${r.body.timings.prompt_n}\\)`));
+      // The access line is written once the answer is out: the client may read it first.
+      const line = new RegExp(`processed=${processed} \\(prime=${primed}, request=${r.body.timings.prompt_n}\\)`);
+      await waitFor('the access line', async () => line.test(fs.readFileSync(ws.logFile, 'utf8')), 5000);
     } finally {
       await ws.stop();
       await llama.stop();
