@@ -17,6 +17,23 @@ import { chat, makeDocument } from './lib/text.mjs';
 const models = { 'tiny-llama': 'llama', 'tiny-qwen': 'qwen35' };
 const settings = 'routing:\n  reconcile_interval: 1s\ncache:\n  min_prefix_tokens: 1024\n';
 
+// A router with the two test models (--models-max 1), and warmslot in front of it serving the
+// router's models `ids`; `fn(router, ws)` runs between their start and their stop.
+async function withRouter(ids, fn) {
+  const router = await startRouter({ models, max: 1 });
+  let ws;
+  try {
+    ws = await startWarmslot({
+      backends: [{ name: 'r', url: router.url, slotSaveDir: router.saveDir,
+        lines: ['router: true', `models: [${ids.join(', ')}]`] }],
+      extra: settings });
+    await fn(router, ws);
+  } finally {
+    await ws?.stop();
+    await router.stop();
+  }
+}
+
 async function ask(url, model, doc, q, extra = {}) {
   const r = await postJson(`${url}/v1/chat/completions`, { model, ...chat(doc, q), ...extra });
   assert.equal(r.status, 200, `${model}: ${JSON.stringify(r.body)}`);
@@ -47,12 +64,7 @@ async function streamed(url, model, doc, q, tokens) {
 }
 
 test('router with --models-max 1: switching models and back costs the question, not the document', { timeout: 300000 }, async () => {
-  const router = await startRouter({ models, max: 1 });
-  const ws = await startWarmslot({
-    backends: [{ name: 'r', url: router.url, slotSaveDir: router.saveDir,
-      lines: ['router: true', `models: [${Object.keys(models).join(', ')}]`] }],
-    extra: settings });
-  try {
+  await withRouter(Object.keys(models), async (router, ws) => {
     // Nothing is loaded: warmslot's checks do not load a model.
     await waitFor('both models checked', async () => {
       const h = (await getJson(`${ws.url}/health`)).body;
@@ -117,20 +129,12 @@ test('router with --models-max 1: switching models and back costs the question, 
     const alone = await direct('tiny-llama', 'What comes last?');
     assert.equal(alone.status, 200);
     assert.ok(alone.body.timings.prompt_n > 1000, `router alone: ${alone.body.timings.prompt_n}`);
-  } finally {
-    await ws.stop();
-    await router.stop();
-  }
+  });
 });
 
 test('router with --models-max 1: a burst for two models switches between them a few times, not at every request', { timeout: 300000 }, async () => {
-  const router = await startRouter({ models, max: 1 });
   // A model the router does not have (a typo in the config): said in the log, never used.
-  const ws = await startWarmslot({
-    backends: [{ name: 'r', url: router.url, slotSaveDir: router.saveDir,
-      lines: ['router: true', `models: [${Object.keys(models).join(', ')}, tiny-typo]`] }],
-    extra: settings });
-  try {
+  await withRouter([...Object.keys(models), 'tiny-typo'], async (router, ws) => {
     await waitFor('the unlisted model reported', async () =>
       /the router on \S+ does not list model tiny-typo/.test(fs.readFileSync(ws.logFile, 'utf8')), 30000);
     const docs = { 'tiny-llama': makeDocument(9401, 4000), 'tiny-qwen': makeDocument(9402, 4000) };
@@ -145,19 +149,11 @@ test('router with --models-max 1: a burst for two models switches between them a
     // Tried there as a last resort: the router's own answer.
     assert.equal(typo.status, 400);
     assert.match(JSON.stringify(typo.body), /tiny-typo/);
-  } finally {
-    await ws.stop();
-    await router.stop();
-  }
+  });
 });
 
 test('router: the OpenAI and Anthropic SDKs reach each model through warmslot, streamed and not', { timeout: 300000 }, async () => {
-  const router = await startRouter({ models, max: 1 });
-  const ws = await startWarmslot({
-    backends: [{ name: 'r', url: router.url, slotSaveDir: router.saveDir,
-      lines: ['router: true', `models: [${Object.keys(models).join(', ')}]`] }],
-    extra: settings });
-  try {
+  await withRouter(Object.keys(models), async (router, ws) => {
     const openai = new OpenAI({ baseURL: `${ws.url}/v1`, apiKey: 'none', maxRetries: 0 });
     const anthropic = new Anthropic({ baseURL: ws.url, apiKey: 'none', maxRetries: 0 });
     const doc = makeDocument(9501, 3000);
@@ -179,8 +175,5 @@ test('router: the OpenAI and Anthropic SDKs reach each model through warmslot, s
       assert.equal(final.stop_reason, 'max_tokens');
     }
     assert.equal((await routerStatus(router.url))['tiny-qwen'], 'loaded');
-  } finally {
-    await ws.stop();
-    await router.stop();
-  }
+  });
 });
