@@ -294,6 +294,8 @@ cache_settings reader::read_cache(const entry& e) const {
                   [&](const entry& v) { out.snapshot_after_uses = read_count(v, 1, 1'000'000); }},
                  {"save_after_answer",
                   [&](const entry& v) { out.save_after_answer = read_bool(v); }},
+                 {"conversation_files",
+                  [&](const entry& v) { out.conversation_files = read_bool(v); }},
                  {"slot_call_timeout",
                   [&](const entry& v) { out.slot_call_timeout = read_duration(v); }},
                  {"replica_files", [&](const entry& v) { out.replica_files = read_bool(v); }},

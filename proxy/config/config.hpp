@@ -196,6 +196,11 @@ struct cache_settings {
     // A streamed request pinned on a full-attention model runs at once and its prefix's file is
     // saved after the answer (tier/disk_after.cpp); false: primed and saved before it.
     bool save_after_answer = true;
+    // A conversation's own file: on a full-attention model, a streamed request's whole prompt is
+    // saved after its answer once it has grown past the longest file holding its start by a
+    // quarter of min_prefix_tokens and a quarter of that file (tier/disk_after.cpp). Its next
+    // request, evicted from its slot meanwhile or after a restart, restores it.
+    bool conversation_files = true;
     millis slot_call_timeout{120'000};       // one slot save or restore call to llama-server
     // On a miss, bring the prefix's file from another backend's slot directory with the same
     // identity (a replica): hard link, or copy across file systems.

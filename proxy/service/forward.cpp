@@ -681,7 +681,7 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             auto made_room = std::move(out.disk.unloaded);
             out.disk = co_await disk_->prepare(pool, t, *fp, *view.chat(), *chain,
                                                out.caller ? out.caller->tenant : std::string(),
-                                               pin && cfg.cache.save_after_answer && streamed(body));
+                                               cfg.cache.save_after_answer && streamed(body));
             out.disk.unloaded = std::move(made_room);
             if (progress) out.keeper->set_progress(nullptr, progress_interval);
             // Nothing done to the slot: it is not being prepared (a floating request waiting

@@ -1,6 +1,7 @@
 // A prefix's file saved after the answer: on a full-attention model the request runs at once on
 // its slot, and the slot, holding the prompt and the answer, is saved afterwards under the
 // prefix's key. The client's first token comes as soon as it would straight from llama-server.
+#include <algorithm>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,55 @@ bool disk_tier::leave_due(routing::ticket& t, const prefix& p, bool defer) {
     return true;
 }
 
+awaitable<void> disk_tier::conversation_due(routing::ticket& t, const cache::token_chain& chain,
+                                            std::optional<std::uint64_t> have,
+                                            const std::string& tenant, disk_action& a) {
+    const auto cfg = src_.current();
+    if (a.save_due > 0 || !cfg->cache.conversation_files || !t.p.slot) co_return;
+    // The request's tokens to their last whole block: a key names whole blocks.
+    const std::size_t n = chain.size() / cache::token_block * cache::token_block;
+    if (n == 0 || n < cfg->cache.min_prefix_tokens) co_return;
+    auto* idx = index_for(t.p.backend);
+    const auto info = reg_.info(t.p.backend);
+    if (idx == nullptr || !info || info->architecture.empty() ||
+        routing::rolls_back_to_checkpoints_only(info->architecture)) {
+        co_return;
+    }
+    if (!have) {
+        const auto own = co_await on_index(index_ex_, [idx, identity = info->identity, &chain] {
+            return idx->longest_prefix(identity, chain);
+        });
+        have = own ? own->tokens : 0;
+    }
+    const std::uint64_t step = std::max<std::uint64_t>(
+        {cfg->cache.min_prefix_tokens / 4, *have / 4, cache::token_block});
+    if (n < *have + step) co_return;
+    prefix p;
+    p.index = idx;
+    p.key = chain.key_at(n);
+    p.ids.assign(chain.tokens().begin(), chain.tokens().begin() + static_cast<std::ptrdiff_t>(n));
+    p.tenant = tenant;
+    if (leave_due(t, p, true)) a.save_due = n;
+}
+
+awaitable<bool> disk_tier::wait_for_saves_of(const cache::token_chain& chain, std::uint64_t have) {
+    const auto pending = [&] {
+        std::lock_guard lock(mu_);
+        return std::any_of(saving_after_.begin(), saving_after_.end(), [&](const auto& e) {
+            return e.second > have && e.second < chain.size() && chain.key_at(e.second) == e.first;
+        });
+    };
+    if (!pending()) co_return false;
+    const auto deadline = std::chrono::steady_clock::now() + src_.current()->cache.slot_call_timeout;
+    net::steady_timer timer(co_await net::this_coro::executor);
+    // Bounded by the deadline; a save ends within one slot call's timeout.
+    while (pending() && std::chrono::steady_clock::now() < deadline) {
+        timer.expires_after(std::chrono::milliseconds(20));
+        co_await timer.async_wait(nothrow);
+    }
+    co_return true;
+}
+
 void disk_tier::forget_due(int backend, int slot) {
     std::lock_guard lock(mu_);
     due_.erase({backend, slot});
@@ -50,6 +100,21 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
         }
     }
     if (!due || due_tokens == 0 || due->ids.size() != due_tokens) co_return a;
+    // Shown to the next requests while it runs, however it ends.
+    struct saving_mark {
+        disk_tier& tier;
+        std::string key;
+        saving_mark(disk_tier& d, std::string k, std::uint64_t tokens) : tier(d), key(std::move(k)) {
+            std::lock_guard lock(tier.mu_);
+            tier.saving_after_[key] = tokens;
+        }
+        ~saving_mark() {
+            std::lock_guard lock(tier.mu_);
+            tier.saving_after_.erase(key);
+        }
+        saving_mark(const saving_mark&) = delete;
+        saving_mark& operator=(const saving_mark&) = delete;
+    } const mark(*this, due->key, due->ids.size());
     try {
         const auto& p = *due;
         upstream::slot_client llama(pool, src_.current(), t.p.backend);
@@ -110,7 +175,7 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
         });
         publish(t.p.backend, s, idx->slot_dir() / s.file);
         a.after_answer = true;
-        if (a.what == disk_action::kind::restored) {
+        if (a.what == disk_action::kind::restored || a.what == disk_action::kind::snapshotted) {
             a.extended_to = s.tokens;
         } else {
             a.what = disk_action::kind::snapshotted;

@@ -66,6 +66,9 @@ std::string describe(const disk_action& a) {
                                a.save_due);
         if (a.what == disk_action::kind::none)
             return fmt::format("snapshot {} tokens after the answer", a.save_due);
+        if (a.what == disk_action::kind::snapshotted)
+            return fmt::format("snapshot {} tokens, then {} tokens after the answer", a.tokens,
+                               a.save_due);
     }
     switch (a.what) {
         case disk_action::kind::none: return a.choice.empty() ? "" : "slot kept: " + a.choice;
@@ -83,6 +86,9 @@ std::string describe(const disk_action& a) {
                        : fmt::format("restored {} tokens, cheaper than a rollback: {}", a.tokens,
                                      a.choice);
         case disk_action::kind::snapshotted:
+            if (a.extended_to > 0)  // primed and saved before, the whole prompt after the answer
+                return fmt::format("snapshot {} tokens, then {} tokens saved after the answer",
+                                   a.tokens, a.extended_to);
             return a.after_answer ? fmt::format("snapshot {} tokens saved after the answer", a.tokens)
                                   : fmt::format("snapshot {} tokens", a.tokens);
         case disk_action::kind::restore_failed:
@@ -308,11 +314,16 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
         if (learned) learned->tenant = tenant;
         if (msg && t.p.matched_levels >= msg->levels.size()) {  // the slot holds it
             remember(t.p.backend, *t.p.slot, *msg);
-            if (t.p.matched_levels > msg->levels.size() || !holds_more(t, *msg)) co_return none;
-            co_return co_await restore_or_keep(pool, t, *msg, judged);
+            disk_action a;
+            if (t.p.matched_levels == msg->levels.size() && holds_more(t, *msg)) {
+                a = co_await restore_or_keep(pool, t, *msg, judged);
+            }
+            if (save_after_answer) co_await conversation_due(t, chain, std::nullopt, tenant, a);
+            co_return a;
         }
         co_return co_await miss(pool, t, std::move(msg), std::move(learned), chain, judged,
-                                fp.floating, slot_common, save_after_answer && !fp.floating);
+                                fp.floating, slot_common, save_after_answer && !fp.floating,
+                                save_after_answer, tenant);
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
         if (msg && !msg->key.empty()) remember(t.p.backend, *t.p.slot, *msg);
@@ -329,20 +340,29 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
                                        std::optional<prefix> msg, std::optional<prefix> learned,
                                        const cache::token_chain& chain, bool judged,
                                        bool floating, std::optional<std::size_t> slot_common,
-                                       bool defer) {
+                                       bool defer, bool conversation, const std::string& tenant) {
     disk_action none;
     const auto cfg = src_.current();
     const auto* primary = msg ? &*msg : learned ? &*learned : nullptr;
-    if (primary == nullptr) co_return none;
-    auto* idx = primary->index;
+    // With neither, a conversation's own file may still hold the start of the prompt.
+    if (primary == nullptr && !conversation) co_return none;
+    auto* idx = primary ? primary->index : index_for(t.p.backend);
+    if (idx == nullptr) co_return none;
     // Another request is saving this prefix right now (a burst on one document): its file
     // is what this slot needs, for less than computing the prefix again.
-    if (co_await wait_for_save(primary->key)) log()->debug("waited for the save of {}", primary->key);
+    if (primary && co_await wait_for_save(primary->key)) {
+        log()->debug("waited for the save of {}", primary->key);
+    }
     const bool allowed = restores_allowed(t.p.backend);
     const auto identity = reg_.info(t.p.backend) ? reg_.info(t.p.backend)->identity : std::string();
     std::optional<found_file> found;
     cache::key_leases::lease lease;
     if (allowed) {
+        // The conversation's own file, saved after the answer of its last request, may be
+        // being written right now: it holds more than any file indexed yet.
+        if (conversation && co_await wait_for_saves_of(chain, 0)) {
+            log()->debug("waited for a conversation file of this prompt");
+        }
         const auto own = co_await on_index(index_ex_, [idx, identity, &chain] {
             return idx->longest_prefix(identity, chain);
         });
@@ -407,8 +427,8 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
                      chain.tokens().begin() + static_cast<std::ptrdiff_t>(
                                                   std::min<std::size_t>(found->row.tokens, chain.size())));
         if (msg && msg->key == f.key) f.levels = msg->levels;
-        f.body = primary->body;
-        f.tenant = primary->tenant;
+        f.body = primary ? primary->body : nullptr;
+        f.tenant = primary ? primary->tenant : tenant;
         // The slot's own prefix goes first when it is worth keeping and not on disk yet.
         // Restored, or failed and dropped: either way the request runs now; a failed file
         // is replaced by a fresh snapshot on the next use. That save, of another tenant's
@@ -435,11 +455,19 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
                 if (more.what == disk_action::kind::snapshotted) a.extended_to = more.tokens;
             }
         }
+        if (conversation) {
+            co_await conversation_due(t, chain, std::max(found->row.tokens, a.extended_to),
+                                      tenant, a);
+        }
         co_return a;
     }
     lease.release();
     if (msg) remember(t.p.backend, *t.p.slot, *msg);  // the request brings it there
-    if (!allowed || !target) co_return none;
+    if (!allowed) co_return none;
+    if (!target) {
+        if (conversation) co_await conversation_due(t, chain, 0, tenant, none);
+        co_return none;
+    }
     if (leave_due(t, *target, defer)) {
         none.save_due = target->ids.size();
         co_return none;
@@ -449,7 +477,12 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
         const std::size_t held = slot_common ? *slot_common * cache::token_block : 0;
         co_await mark_checkpoint(pool, t.p.backend, primed, chain, held);
     }
-    co_return co_await snapshot(pool, t, primed, false);
+    auto a = co_await snapshot(pool, t, primed, false);
+    if (conversation) {
+        const std::uint64_t made = a.what == disk_action::kind::snapshotted ? a.tokens : 0;
+        co_await conversation_due(t, chain, made, tenant, a);
+    }
+    co_return a;
 }
 
 awaitable<void> disk_tier::mark_checkpoint(upstream::pool& pool, int backend, prefix& p,

@@ -168,7 +168,10 @@ public:
     // straight from llama-server, and the file then holds the prompt and the answer, whose first
     // tokens are the prefix (a restore of it serves any prompt that starts with the prefix).
     // Hybrid and recurrent models, whose files must end exactly at the prefix, and models whose
-    // architecture is not known yet, are primed and saved before the request as always.
+    // architecture is not known yet, are primed and saved before the request as always. A
+    // floating request (Messages) primes and saves before it all the same; it and a pinned one
+    // both get a conversation file after the answer (cache.conversation_files, see
+    // conversation_due).
     awaitable<disk_action> prepare(upstream::pool& pool, routing::ticket& t,
                                    const routing::fingerprint& fp, const nlohmann::json& body,
                                    const cache::token_chain& chain, std::string tenant,
@@ -285,10 +288,21 @@ private:
                                          const nlohmann::json& body, cache::index* idx);
     // What a miss does once its tokens are known: restore the longest file, then prime and save
     // a longer split point when one is due.
+    // `conversation`: a conversation file may be left due (conversation_due); `tenant` is charged.
     awaitable<disk_action> miss(upstream::pool& pool, routing::ticket& t,
                                 std::optional<prefix> msg, std::optional<prefix> learned,
                                 const cache::token_chain& chain, bool judged, bool floating,
-                                std::optional<std::size_t> slot_common, bool defer);
+                                std::optional<std::size_t> slot_common, bool defer,
+                                bool conversation, const std::string& tenant);
+    // A conversation's own file (cache.conversation_files, tier/disk_after.cpp): on a model that
+    // cuts its KV anywhere, the request's whole prompt (to its last whole block) is left due for
+    // save_after_answer when it has grown past `have` (the tokens of the longest file holding its
+    // start; std::nullopt: looked up) by a quarter of cache.min_prefix_tokens and a quarter of
+    // `have`: the disk written per conversation stays within a few times its final size. Sets
+    // a.save_due; nothing when a file is due already.
+    awaitable<void> conversation_due(routing::ticket& t, const cache::token_chain& chain,
+                                     std::optional<std::uint64_t> have, const std::string& tenant,
+                                     disk_action& a);
     // The prefix's file left for save_after_answer on t's slot, when `defer` and the backend's
     // model cuts its KV anywhere; false when it is to be made now.
     bool leave_due(routing::ticket& t, const prefix& p, bool defer);
@@ -386,6 +400,12 @@ private:
     std::map<std::pair<int, int>, std::vector<std::uint64_t>> slot_blocks_;
     // (backend, slot) -> the prefix whose file is due after the running request's answer.
     std::map<std::pair<int, int>, std::shared_ptr<const prefix>> due_;
+    // Files being saved after an answer, key -> tokens: the conversation's next request may come
+    // before its file is indexed (the client has the answer first).
+    std::map<std::string, std::uint64_t> saving_after_;
+    // Waits, at most slot_call_timeout, while a file holding a longer prefix of `chain` than
+    // `have` tokens is being saved after an answer. True when it waited.
+    awaitable<bool> wait_for_saves_of(const cache::token_chain& chain, std::uint64_t have);
     cache::key_leases leases_;                    // keys being looked up, saved or restored
     // What the tier learned of one backend from its own calls there, under mu_.
     struct backend_state {

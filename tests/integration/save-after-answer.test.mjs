@@ -104,3 +104,71 @@ test('qwen35: a streamed request on a new document still gets a file that ends a
     await llama.stop();
   }
 });
+
+// One streamed request over Chat Completions or Messages; its headers and prompt counts.
+async function streamTurn(ws, api, system, turns) {
+  const messages = turns.map(([role, content]) => ({ role, content }));
+  const chatApi = api === 'chat';
+  const body = chatApi
+    ? { messages: [{ role: 'system', content: system }, ...messages], max_tokens: 4, temperature: 0, seed: 42, stream: true }
+    : { model: 'test', system, messages, max_tokens: 4, temperature: 0, stream: true };
+  const res = await fetch(`${ws.url}/v1/${chatApi ? 'chat/completions' : 'messages'}`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+  assert.equal(res.status, 200);
+  let timings = null;
+  await readSse(res, (data) => {
+    if (data === '[DONE]') return;
+    const e = JSON.parse(data);
+    if (e.timings) timings = e.timings;
+    // Messages: usage in message_start (under `message`) and message_delta; the last one counts.
+    const usage = e.usage ?? e.message?.usage;
+    if (!chatApi && usage?.input_tokens !== undefined) {
+      timings = { prompt_n: usage.input_tokens, cache_n: usage.cache_read_input_tokens ?? 0 };
+    }
+  });
+  return { disk: res.headers.get('x-warmslot-disk') ?? '', timings };
+}
+
+// An agent that keeps the bulk of its prompt in its final user message (environment, project
+// files) leaves no stable messages worth a file. Its whole prompt is saved after the answer, so
+// its next turn after a restart restores it rather than computing it again; on the slot
+// llama-server was expected to choose for a Messages request too.
+test('llama: a conversation\'s own file, saved after the answer, brings its whole prompt back after a restart (Chat Completions and Messages)', { timeout: 300000 }, async () => {
+  let llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: diskSettings });
+  try {
+    await routed(ws);
+    const saved = {};
+    // A Messages request goes where llama-server's similarity rule puts it: warmslot prepares a
+    // slot for it only when its system prompt is a fair share of it (saved before it here).
+    const systems = { chat: 'You are terse.', messages: makeDocument(522, 1500) };
+    for (const api of ['chat', 'messages']) {
+      const context = makeDocument(api === 'chat' ? 520 : 521, 4000);
+      const first = await streamTurn(ws, api, systems[api], [['user', `${context}\nWhat is on the first line?`]]);
+      const m = first.disk.match(/^(?:snapshot \d+ tokens, then )?(?:snapshot )?(\d+) tokens after the answer$/);
+      assert.ok(m, `${api}: disk header: ${first.disk}`);
+      saved[api] = { context, tokens: Number(m[1]) };
+      await waitFor(`${api}: its row`, () => indexRows(llama.saveDir).some((r) => r.tokens === saved[api].tokens), 30000);
+    }
+    llama = await restartLlama(llama);
+    await waitFor('warmslot to notice the restart', async () => {
+      const text = await (await fetch(`${ws.url}/metrics`)).text();
+      return /warmslot_belief_corrections_total [1-9]/.test(text);
+    }, 10000);
+    for (const api of ['chat', 'messages']) {
+      const { context, tokens } = saved[api];
+      const next = await streamTurn(ws, api, systems[api], [
+        ['user', `${context}\nWhat is on the first line?`], ['assistant', 'The first line.'],
+        ['user', 'And the second?']]);
+      assert.match(next.disk, new RegExp(`^restored ${tokens} tokens`), `${api}: disk header`);
+      assert.ok(next.timings, `${api}: the answer's prompt counts`);
+      // The previous prompt came from the file: only the last block of it, the answer and the
+      // new question are computed.
+      assert.ok(next.timings.prompt_n <= 64, `${api}: computed ${next.timings.prompt_n} after restoring ${tokens}`);
+    }
+  } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});

@@ -705,6 +705,16 @@ TEST_CASE("config: cache.save_after_answer is a boolean, on by default") {
                     warmslot::config::config_error);
 }
 
+TEST_CASE("config: cache.conversation_files is a boolean, on by default") {
+    const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+    const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\ncache:\n";
+    CHECK(warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env).cache.conversation_files);
+    CHECK_FALSE(warmslot::config::parse(head + "  conversation_files: false\n", "test.yaml", env)
+                    .cache.conversation_files);
+    CHECK_THROWS_AS(warmslot::config::parse(head + "  conversation_files: maybe\n", "test.yaml", env),
+                    warmslot::config::config_error);
+}
+
 TEST_CASE("config: cache.replica_files is a boolean, on by default") {
     const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
     const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\ncache:\n";
