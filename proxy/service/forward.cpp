@@ -189,6 +189,10 @@ std::string upstream_head(const http::request<http::string_body>& in, const conf
 }
 
 std::string route_header(const routing::plan& p, std::int64_t waited_ms) {
+    // A request held for a slot (every slot was busy) says how long, after its route on it.
+    if (waited_ms > 0 && p.why != routing::route::wait_hit) {
+        return fmt::format("{}; waited_ms={}", route_header(p, 0), waited_ms);
+    }
     switch (p.why) {
         case routing::route::hit: return "hit";
         case routing::route::wait_hit: return fmt::format("hit; waited_ms={}", waited_ms);
@@ -457,15 +461,19 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                 }
                 waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
             }
-            // Tenant isolation: no idle slot means llama-server's queue, which hands the request
-            // the first slot to free up, whoever's prompt it holds. It waits here instead.
-            if (cfg.cache.isolated() && cfg.routing.enabled && takes_slot && fp &&
-                t->p.backend >= 0 && !t->p.slot) {
+            // No idle slot means llama-server's queue, which hands the request the first slot to
+            // free up, whoever's prompt it holds, before anything of that prompt is saved. It
+            // waits here instead, and is planned on the slot that frees up: its own prefix, or
+            // one restored from disk. Under tenant isolation always; else a request worth a slot
+            // (not a one-off), until routing.max_wait, and then into llama-server's queue.
+            const bool isolated = cfg.cache.isolated();
+            if (cfg.routing.enabled && takes_slot && fp && t->p.backend >= 0 && !t->p.slot &&
+                (isolated || t->p.why == routing::route::miss_slot_busy)) {
                 const auto start = clock::now();
                 const bool got = co_await wait_for_idle(cfg, t, [&] { return plan_now(false); }, st);
                 if (st.client_gone) co_return;
                 waited_ms += std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
-                if (!got) {
+                if (!got && isolated) {
                     st.isolation_wait_failed = true;
                     break;
                 }

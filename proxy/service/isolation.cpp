@@ -71,22 +71,4 @@ awaitable<bool> pipeline::isolate(upstream::pool& pool, int backend, routing::ti
     co_return true;
 }
 
-awaitable<bool> pipeline::wait_for_idle(const config::config& cfg, routing::reservation& t,
-                                        const std::function<routing::ticket()>& plan_again,
-                                        forward_state& st) {
-    const auto deadline = clock::now() + cfg.routing.max_wait;
-    const std::size_t known = cfg.backends.size();
-    // Bounded: each round waits for a slot to free up, and the deadline ends them all.
-    for (int round = 0; round < 100'000 && t->p.backend >= 0 && !t->p.slot; ++round) {
-        t.cancel();  // nothing was sent for it
-        const bool idle = co_await wait_until(
-            *wakeups_, [&] { return reg_.has_idle_slot(known); }, deadline,
-            [&st] { return st.client_gone; });
-        if (st.client_gone) co_return false;
-        t = routing::reservation(reg_, plan_again());
-        if (!idle) break;
-    }
-    co_return t->p.backend < 0 || t->p.slot.has_value();
-}
-
 }  // namespace warmslot::service

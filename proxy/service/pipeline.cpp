@@ -56,6 +56,7 @@ pipeline::pipeline(const config::source& src, http_server::workers& w, routing::
     }
     wakeups_ = std::make_shared<wakeup_hub>();
     switches_ = make_router_switches();
+    holds_ = make_hold_line();
     reg_.set_listener([hub = wakeups_] { hub->notify(); });
 }
 

@@ -36,6 +36,8 @@ struct prompt_view;  // service/forward.cpp
 class stream_keeper;  // service/keepalive.hpp
 struct router_switches;  // service/router_room.cpp
 std::shared_ptr<router_switches> make_router_switches();
+struct hold_line;  // service/hold.cpp
+std::shared_ptr<hold_line> make_hold_line();
 
 // What a request is, decided once when it arrives: the endpoint (kind, API shape, error
 // dialect) and the model it names ("" when none). Forwarding, rewriting, the plan, the disk tier
@@ -153,9 +155,10 @@ private:
     awaitable<bool> isolate(upstream::pool& pool, int backend, routing::ticket& t,
                             std::optional<int> slot, bool pin,
                             const routing::fingerprint* fp, outcome& out);
-    // Under isolation, a request that found no idle slot waits for one rather than join
-    // llama-server's queue (which hands it the first slot to free, whoever's). False: none
-    // came within routing.max_wait.
+    // A request that found no idle slot waits for one rather than join llama-server's queue
+    // (which hands it the first slot to free, whoever's, before what that slot holds is saved);
+    // in line per backend, first come first planned (service/hold.cpp). False: none came within
+    // routing.max_wait.
     awaitable<bool> wait_for_idle(const config::config& cfg, routing::reservation& t,
                                   const std::function<routing::ticket()>& plan_again,
                                   forward_state& st);
@@ -223,6 +226,7 @@ private:
     status::activity activity_;                            // thread-safe
     api::tenant_limits tenant_limits_;                     // thread-safe
     std::shared_ptr<router_switches> switches_;            // thread-safe
+    std::shared_ptr<hold_line> holds_;                     // thread-safe
 };
 
 }  // namespace warmslot::service
