@@ -68,7 +68,8 @@ enum class route {
     miss_evicted,    // a slot held it (per history) but something else took that slot
     miss_slot_busy,  // a slot holds a prefix but using it costs more than recomputing: it is
                      // busy (wait too long), or its backend is loaded (rule 5 of `choose`);
-                     // also: no slot is idle at all, slot = nullopt and llama-server queues it
+                     // also: no slot is idle at all, slot = nullopt (the caller holds the
+                     // request until one is: service/hold.cpp)
     miss_diverged,   // the pinned slot shares m >= 1 levels, holds a different level m, and
                      // m < the request's stable_levels: the stable part (system prompt,
                      // document, history) changed at level m = diverged_at, so prefill

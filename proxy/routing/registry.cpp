@@ -333,6 +333,7 @@ void registry::set_info(int backend, const backend_info& info, bool pinning) {
     const auto n = static_cast<std::size_t>(std::max(0, info.total_slots));
     b.reserved_by.resize(n, 0);
     b.preparing.resize(n, false);
+    b.waiting_turn.resize(n, false);
     b.sent_at.resize(n, clock::time_point{});
     b.planned_for.resize(n);
     b.view.slots.assign(n, slot_view{});
@@ -463,6 +464,7 @@ std::optional<std::size_t> registry::end_ticket_locked(const ticket& t) {
 void registry::unreserve_locked(backend_state& b, std::size_t i) {
     b.reserved_by[i] = 0;
     b.preparing[i] = false;
+    b.waiting_turn[i] = false;
     b.sent_at[i] = clock::time_point{};
     b.planned_for[i].clear();
     b.view.slots[i].busy = b.outside_busy[i];

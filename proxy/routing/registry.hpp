@@ -229,8 +229,12 @@ public:
         std::vector<std::pair<int, clock::time_point>> sent;  // slot, when its request went
         bool empty() const { return !unsent && sent.empty(); }
     };
+    // A request waiting for its turn (service/floating_order.cpp) marks its slot meanwhile. Two
+    // such requests may each count the other's slot as ahead (one holds its prefix, the other
+    // does not); among waiting ones only the lower slot counts as ahead, so one of them goes.
     void sending(const ticket& t, clock::time_point now);
     ahead_state ahead(int backend, int slot, const fingerprint& request) const;
+    void set_waiting_turn(const ticket& t, bool on);
 
     std::vector<backend_view> snapshot() const;
     // Whether one of the first `backends` backends has a slot a plan could pin now: healthy, no
@@ -251,6 +255,7 @@ private:
         std::vector<bool> preparing;             // per slot: its ticket works on it before
                                                  // its request (restore, priming, save)
         std::vector<clock::time_point> sent_at;  // per slot: when its ticket's request went
+        std::vector<bool> waiting_turn;          // per slot: its ticket waits for its turn
         std::vector<std::vector<prefix_level>> planned_for;  // per slot: its ticket's request
         std::size_t unpinned_in_flight = 0;      // unpinned requests that may take a slot
         std::size_t unpinned_other = 0;          // unpinned ones that take none (/tokenize, ...)

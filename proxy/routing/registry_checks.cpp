@@ -97,6 +97,18 @@ void registry::set_preparing(const ticket& t, bool on) {
     if (!on) notify();
 }
 
+void registry::set_waiting_turn(const ticket& t, bool on) {
+    {
+        std::lock_guard lock(mu_);
+        if (t.p.backend < 0 || !t.p.slot) return;
+        auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+        const auto i = static_cast<std::size_t>(*t.p.slot);
+        if (i >= b.reserved_by.size() || b.reserved_by[i] != t.id) return;
+        b.waiting_turn[i] = on;
+    }
+    notify();  // a lower slot's request waiting for this one may go now
+}
+
 bool registry::has_idle_slot(std::size_t backends) const {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < backends_.size() && i < backends; ++i) {
@@ -151,6 +163,8 @@ registry::ahead_state registry::ahead(int backend, int slot, const fingerprint& 
                            common_levels(b.view.slots[own].held, request.levels) >= need;
     for (std::size_t i = 0; i < b.reserved_by.size(); ++i) {
         if (i == own || (own_holds && i > own) || b.reserved_by[i] == 0 || !shares(i)) continue;
+        // A higher slot whose request waits for its turn too may be waiting for this one.
+        if (i > own && b.waiting_turn[i]) continue;
         if (b.sent_at[i] == clock::time_point{}) {
             out.unsent = true;
         } else {

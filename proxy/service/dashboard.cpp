@@ -115,6 +115,7 @@ awaitable<void> pipeline::dashboard(http_server::exchange& ex, outcome& out) {
         for (std::size_t i = 0; i < in.views.size(); ++i) {
             in.infos.push_back(reg_.info(static_cast<int>(i)));
             in.asleep.push_back(reg_.asleep(static_cast<int>(i)));
+            in.held.push_back(held_for(*holds_, static_cast<int>(i)));
         }
         in.totals = reg_.totals();
         if (disk_) in.totals.prompt_tokens_processed += disk_->primed_tokens_total();

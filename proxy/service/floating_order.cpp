@@ -8,7 +8,9 @@
 // could not be prepared (another request holds the file's key) would run on any idle slot
 // holding its prefix. So a request waits until the requests of the slots that would take it
 // (routing::registry::ahead) are running there. A prepared slot waits only for lower ones, an
-// unprepared one for prepared ones: no two wait for each other.
+// unprepared one for every slot holding its prefix; two requests with different prefixes could
+// then wait for each other (one's slot holds the other's prefix), so among requests waiting here
+// only the lower slot counts as ahead: the wait-for order is the slot order, no cycle.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -37,6 +39,17 @@ awaitable<void> pipeline::wait_turn(const config::config& cfg, upstream::pool& p
     const int slot = *t.p.slot;
     // At most as long as a wait for a busy slot: past it, the request goes as it is.
     const auto deadline = clock::now() + cfg.routing.max_wait;
+    // Marked while it waits (registry::set_waiting_turn), however the wait ends.
+    struct waiting_mark {
+        routing::registry& reg;
+        const routing::ticket& t;
+        waiting_mark(routing::registry& r, const routing::ticket& tk) : reg(r), t(tk) {
+            reg.set_waiting_turn(t, true);
+        }
+        ~waiting_mark() { reg.set_waiting_turn(t, false); }
+        waiting_mark(const waiting_mark&) = delete;
+        waiting_mark& operator=(const waiting_mark&) = delete;
+    } const mark(reg_, t);
     const auto gone = [&st] { return st.client_gone; };
     for (int polls = 0; polls < max_polls && !st.client_gone;) {
         const auto ahead = reg_.ahead(backend, slot, fp);

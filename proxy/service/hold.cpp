@@ -25,6 +25,12 @@ struct hold_line {
 
 std::shared_ptr<hold_line> make_hold_line() { return std::make_shared<hold_line>(); }
 
+std::size_t held_for(hold_line& line, int backend) {
+    std::lock_guard lock(line.mu);
+    const auto it = line.waiting.find(backend);
+    return it == line.waiting.end() ? 0 : it->second.size();
+}
+
 namespace {
 using routing::clock;
 

@@ -38,6 +38,7 @@ struct router_switches;  // service/router_room.cpp
 std::shared_ptr<router_switches> make_router_switches();
 struct hold_line;  // service/hold.cpp
 std::shared_ptr<hold_line> make_hold_line();
+std::size_t held_for(hold_line& line, int backend);  // requests waiting for its slots
 
 // What a request is, decided once when it arrives: the endpoint (kind, API shape, error
 // dialect) and the model it names ("" when none). Forwarding, rewriting, the plan, the disk tier

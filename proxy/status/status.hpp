@@ -33,6 +33,9 @@ struct status_input {
     std::vector<routing::backend_view> views;                 // by backend index
     std::vector<std::optional<routing::backend_info>> infos;  // by backend index
     std::vector<bool> asleep;  // by backend index: its model is not loaded (registry::asleep)
+    // By backend index: requests waiting in warmslot for one of its slots (service/hold.cpp);
+    // counted in the backend's in_flight too.
+    std::vector<std::size_t> held;
     routing::counters totals;
     std::vector<disk_dir> disk;
     activity_view activity;

@@ -312,13 +312,28 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             slot_blocks_[{t.p.backend, *t.p.slot}] = chain.blocks();  // the request goes there
         }
         if (learned) learned->tenant = tenant;
-        if (msg && t.p.matched_levels >= msg->levels.size()) {  // the slot holds it
+        // The slot holds the stable messages, unless a file holds more of the request than the
+        // slot shares with it (its conversation's own file, while the slot holds another
+        // conversation on the same system prompt): then that file is restored, as on a miss.
+        std::optional<std::uint64_t> longest;
+        if (msg && t.p.matched_levels >= msg->levels.size() && restores_allowed(t.p.backend)) {
+            const auto info = reg_.info(t.p.backend);
+            const auto own = co_await on_index(index_ex_, [idx, identity = info ? info->identity : std::string(), &chain] {
+                return idx->longest_prefix(identity, chain);
+            });
+            longest = own ? own->tokens : 0;
+        }
+        const std::size_t shared = slot_common ? *slot_common * cache::token_block
+                                  : msg        ? msg->ids.size()
+                                               : 0;
+        if (msg && t.p.matched_levels >= msg->levels.size() &&
+            (!longest || *longest <= shared + cache::token_block)) {
             remember(t.p.backend, *t.p.slot, *msg);
             disk_action a;
             if (t.p.matched_levels == msg->levels.size() && holds_more(t, *msg)) {
                 a = co_await restore_or_keep(pool, t, *msg, judged);
             }
-            if (save_after_answer) co_await conversation_due(t, chain, std::nullopt, tenant, a);
+            if (save_after_answer) co_await conversation_due(t, chain, longest, tenant, a);
             co_return a;
         }
         co_return co_await miss(pool, t, std::move(msg), std::move(learned), chain, judged,

@@ -294,6 +294,38 @@ TEST_CASE("registry: a request whose slot could not be prepared waits for every 
     reg.cancel(bare);
 }
 
+TEST_CASE("registry: two requests waiting for their turn never wait for each other") {
+    routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
+    make_ready(reg, 1, 2);
+    const auto now = routing::clock::now();
+    const auto a = document('a');
+    const auto b = document('b');
+    auto first = reg.reserve(&a, "", a.total_bytes, now);
+    auto second = reg.reserve(&b, "", b.total_bytes, now);
+    REQUIRE(first.p.slot);
+    REQUIRE(second.p.slot);
+    // Each slot holds the other request's prefix: each request, its own slot not holding its
+    // prefix, counts the other's slot as ahead.
+    reg.set_held(first, b.levels, 6000);
+    reg.set_held(second, a.levels, 6000);
+    CHECK(reg.ahead(0, *first.p.slot, a).unsent);
+    CHECK(reg.ahead(0, *second.p.slot, b).unsent);
+    // Both waiting for their turn: the lower slot's request goes, the higher one waits for it.
+    reg.set_waiting_turn(first, true);
+    reg.set_waiting_turn(second, true);
+    const bool first_low = *first.p.slot < *second.p.slot;
+    auto& low = first_low ? first : second;
+    auto& high = first_low ? second : first;
+    const auto& low_fp = first_low ? a : b;
+    const auto& high_fp = first_low ? b : a;
+    CHECK(reg.ahead(0, *low.p.slot, low_fp).empty());
+    CHECK(reg.ahead(0, *high.p.slot, high_fp).unsent);
+    // Waiting or not, the end of a ticket clears its mark.
+    reg.cancel(low);
+    CHECK(reg.ahead(0, *high.p.slot, high_fp).empty());
+    reg.cancel(high);
+}
+
 TEST_CASE("registry: a tenant-scoped preview sees no other tenant's prompt, hit or eviction") {
     routing::registry reg({"b"}, routing::planner_settings{});
     make_ready(reg, 1, 3);
