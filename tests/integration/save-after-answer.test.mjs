@@ -19,20 +19,7 @@ async function routed(ws) {
 }
 
 // One streamed chat request: its headers, and the timings of its last event.
-async function askStreamed(ws, doc, question) {
-  const res = await fetch(`${ws.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(chat(doc, question, { stream: true })),
-  });
-  assert.equal(res.status, 200);
-  let timings = null;
-  await readSse(res, (data) => {
-    if (data === '[DONE]') return;
-    const e = JSON.parse(data);
-    if (e.timings) timings = e.timings;
-  });
-  return { disk: res.headers.get('x-warmslot-disk') ?? '', primed: res.headers.get('x-warmslot-primed-tokens'), timings };
-}
+const askStreamed = (ws, doc, question) => streamTurn(ws, 'chat', doc, [['user', question]]);
 
 function indexRows(dir) {
   const out = execFileSync('sqlite3', ['-separator', ' ', path.join(dir, 'warmslot-index.sqlite'),
@@ -127,7 +114,7 @@ async function streamTurn(ws, api, system, turns) {
       timings = { prompt_n: usage.input_tokens, cache_n: usage.cache_read_input_tokens ?? 0 };
     }
   });
-  return { disk: res.headers.get('x-warmslot-disk') ?? '', timings };
+  return { disk: res.headers.get('x-warmslot-disk') ?? '', primed: res.headers.get('x-warmslot-primed-tokens'), timings };
 }
 
 // An agent that keeps the bulk of its prompt in its final user message (environment, project
