@@ -240,6 +240,11 @@ public:
     // Whether one of the first `backends` backends has a slot a plan could pin now: healthy, no
     // request placed by llama-server in flight there, the slot neither reserved nor busy.
     bool has_idle_slot(std::size_t backends = all_backends) const;
+    // Whether `backend` has a slot that no ticket holds and GET /slots did not last see busy:
+    // llama-server runs a request sent there now at once (it may be one a request placed by
+    // llama-server runs on, until the next check says so). False when every slot is taken:
+    // a request sent now would wait in llama-server's queue.
+    bool has_free_slot(int backend) const;
     counters totals() const;
     std::optional<backend_info> info(int backend) const;
     // Backends serve more than one model file. Without the lock: kept up to date whenever a

@@ -109,6 +109,22 @@ void registry::set_waiting_turn(const ticket& t, bool on) {
     notify();  // a lower slot's request waiting for this one may go now
 }
 
+bool registry::has_free_slot(int backend) const {
+    std::lock_guard lock(mu_);
+    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return false;
+    const auto& b = backends_[static_cast<std::size_t>(backend)];
+    std::size_t taken = b.unpinned_in_flight;  // each runs on a slot no ticket names
+    for (std::size_t s = 0; s < b.view.slots.size(); ++s) {
+        if (b.reserved_by[s] != 0) ++taken;
+    }
+    std::size_t seen_busy = 0;  // busy without a ticket (unpinned requests among them)
+    for (std::size_t s = 0; s < b.view.slots.size(); ++s) {
+        if (b.reserved_by[s] == 0 && b.outside_busy[s]) ++seen_busy;
+    }
+    taken += seen_busy > b.unpinned_in_flight ? seen_busy - b.unpinned_in_flight : 0;
+    return taken < b.view.slots.size();
+}
+
 bool registry::has_idle_slot(std::size_t backends) const {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < backends_.size() && i < backends; ++i) {

@@ -470,10 +470,15 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
             if (cfg.routing.enabled && takes_slot && fp && t->p.backend >= 0 && !t->p.slot &&
                 (isolated || t->p.why == routing::route::miss_slot_busy)) {
                 const auto start = clock::now();
-                const bool got = co_await wait_for_idle(cfg, t, [&] { return plan_now(false); }, st);
+                bool got = true;
+                if (isolated) {
+                    got = co_await wait_for_idle(cfg, t, [&] { return plan_now(false); }, st);
+                } else {
+                    co_await hold_for_slot(cfg, t, [&] { return plan_now(false); }, st);
+                }
                 if (st.client_gone) co_return;
                 waited_ms += std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
-                if (!got && isolated) {
+                if (!got) {
                     st.isolation_wait_failed = true;
                     break;
                 }

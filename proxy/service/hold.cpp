@@ -1,9 +1,12 @@
-// Requests held for a slot: one that finds every slot of its backend busy waits here rather than
+// Requests held for a slot: one that finds every slot of its backend taken waits here rather than
 // in llama-server's queue, where it would take the first slot to free up as soon as the answer
 // running there ends, before warmslot saves what that slot holds (a conversation file after the
-// answer) and without a restore of its own prefix. Held, it is planned again on the slot that
-// frees up: its own prefix when that one is free, else a victim whose content is on disk and its
-// own file restored there. First come, first planned, per backend; at most routing.max_wait.
+// answer) and without a restore of its own prefix. Held, it is planned again once a slot is
+// free: its own prefix when that one is free, else a victim whose content is on disk and its own
+// file restored there; or, while requests llama-server places itself run there (their slots are
+// not known), unpinned onto the free slot, as before. First come, first planned, per backend; at
+// most routing.max_wait. Only a request that would have waited in llama-server's queue waits: a
+// free slot is used at once, so requests run side by side as they would straight.
 
 #include <algorithm>
 #include <deque>
@@ -91,6 +94,22 @@ awaitable<bool> pipeline::wait_for_idle(const config::config& cfg, routing::rese
         }
     }
     co_return t->p.backend < 0 || t->p.slot.has_value();
+}
+
+awaitable<void> pipeline::hold_for_slot(const config::config& cfg, routing::reservation& t,
+                                        const std::function<routing::ticket()>& plan_again,
+                                        forward_state& st) {
+    const int backend = t->p.backend;
+    t.cancel();  // nothing was sent for it; its unpinned count would take a slot of its own
+    if (!reg_.has_free_slot(backend)) {
+        const auto deadline = clock::now() + cfg.routing.max_wait;
+        const place mine(*holds_, *wakeups_, backend);
+        co_await wait_until(
+            *wakeups_, [&] { return mine.first() && reg_.has_free_slot(backend); }, deadline,
+            [&st] { return st.client_gone; });
+        if (st.client_gone) co_return;
+    }
+    t = routing::reservation(reg_, plan_again());
 }
 
 }  // namespace warmslot::service

@@ -163,6 +163,13 @@ private:
     awaitable<bool> wait_for_idle(const config::config& cfg, routing::reservation& t,
                                   const std::function<routing::ticket()>& plan_again,
                                   forward_state& st);
+    // Without isolation: a request that would wait in llama-server's queue (every slot of its
+    // backend taken, registry::has_free_slot) waits here, in line, until one is free, and is
+    // planned again; a plan without a slot then goes to the free slot unpinned, as before
+    // (service/hold.cpp). At most routing.max_wait.
+    awaitable<void> hold_for_slot(const config::config& cfg, routing::reservation& t,
+                                  const std::function<routing::ticket()>& plan_again,
+                                  forward_state& st);
     awaitable<void> clear_adapter_kv(upstream::pool& pool, const config::config& cfg, int backend,
                                      routing::ticket& t, bool floating);
     // What send() returns besides the index of a backend to check.
