@@ -31,9 +31,8 @@ const slice = {
 // more than the better llama-server alone in two of the three (up to 19% more): the target is not
 // met on this traffic yet. Until it is, the test runs and reports as a to-do, so that its
 // numbers stay in every run's log without stopping the suite.
-// On 2026-12-07, with requests held in warmslot while every slot is busy: five runs, warmslot
-// 20,852 each time; llama-server alone with -np 2 16,751 (three runs), 21,820 and 26,537, with
-// its defaults 21,319 to 26,388. Its excess is the prefixes it primes before saving them (new
+// On 2026-12-07, with held requests and conversation files: three runs, warmslot 25,270, 22,109
+// and 25,270; the better llama-server alone 21,319 (defaults), 21,319 and 26,537. Its excess is the prefixes it primes before saving them (new
 // users whose system prompt another slot holds get it primed on an empty slot, keeping that
 // slot's conversation) where llama-server alone overwrites the other conversation and gets it
 // back from its RAM cache, checkpoints included.
