@@ -9,8 +9,6 @@ namespace {
 constexpr std::size_t max_evicted = 4096;
 constexpr double hits_half_life_seconds = 600;
 constexpr double rate_weight = 0.3; // exponential moving average weight of a new observation
-// llama-server may still show a slot as processing for a moment after it sent the response.
-constexpr auto own_tail = std::chrono::milliseconds(300);
 
 double ema(double old, double sample) { return old * (1 - rate_weight) + sample * rate_weight; }
 
@@ -200,7 +198,11 @@ void registry::mark_floating(ticket& t) {
     std::lock_guard lock(mu_);
     if (t.p.backend < 0 || t.floating) return;
     t.floating = true;
-    ++backends_[static_cast<std::size_t>(t.p.backend)].floating_in_flight;
+    auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+    ++b.floating_in_flight;
+    if (!t.p.slot) return;
+    const auto i = static_cast<std::size_t>(*t.p.slot);
+    if (i < b.reserved_by.size() && b.reserved_by[i] == t.id) b.floating_slot[i] = true;
 }
 
 void registry::end_unpinned_locked(backend_state& b, const ticket& t) {
@@ -336,6 +338,8 @@ void registry::set_info(int backend, const backend_info& info, bool pinning) {
     b.waiting_turn.resize(n, false);
     b.sent_at.resize(n, clock::time_point{});
     b.planned_for.resize(n);
+    b.floating_slot.resize(n, false);
+    b.settled.resize(n, false);
     b.view.slots.assign(n, slot_view{});
     for (std::size_t i = 0; i < n; ++i) {
         b.view.slots[i].id = static_cast<int>(i);
@@ -467,6 +471,8 @@ void registry::unreserve_locked(backend_state& b, std::size_t i) {
     b.waiting_turn[i] = false;
     b.sent_at[i] = clock::time_point{};
     b.planned_for[i].clear();
+    b.floating_slot[i] = false;
+    b.settled[i] = false;
     b.view.slots[i].busy = b.outside_busy[i];
 }
 
@@ -490,6 +496,7 @@ void registry::apply_reconcile(int backend, const std::vector<observed_slot>& sl
                                 clock::time_point now) {
     std::lock_guard lock(mu_);
     auto& b = backends_[static_cast<std::size_t>(backend)];
+    settle_locked(b, slots, now);
     for (const auto& o : slots) {
         auto* s = slot_of(b, o.id);
         if (!s) continue;

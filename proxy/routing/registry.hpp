@@ -137,6 +137,18 @@ public:
     // pinned or taken by a wait (it may be on any idle one), and its answer updates the planned
     // slot only when it reused a prefix (the slot that held it is the one llama-server chose).
     void mark_floating(ticket& t);
+    // Floating requests sent on `backend` and not yet seen running on their planned slot; 0
+    // while an unpinned request runs there (nothing then tells where it runs). `newest`: when
+    // the last of them was sent.
+    std::size_t unsettled_floating(int backend, clock::time_point* newest = nullptr) const;
+    // A reading of GET /slots: when every floating request sent on `backend` runs on the slot it
+    // was planned on as far as the reading tells (that slot processing, and no answer of
+    // warmslot's ended there in the last moments, whose tail it might still be), they are
+    // known to run there: their slots stay busy and the backend's other slots are known again,
+    // so later requests are planned on them (pinned, their prefix restored) rather than sent
+    // unpinned into whatever slot is free. All or none: with as many unknown requests as
+    // processing planned slots, none of them can run elsewhere. True when some settled.
+    bool settle_floating(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
     // Gives up a reservation without a response (request failed before reaching the slot).
     void cancel(const ticket& t);
     // Records the response: what the slot now holds, rates, counters. A response that reused
@@ -262,6 +274,8 @@ private:
         std::vector<clock::time_point> sent_at;  // per slot: when its ticket's request went
         std::vector<bool> waiting_turn;          // per slot: its ticket waits for its turn
         std::vector<std::vector<prefix_level>> planned_for;  // per slot: its ticket's request
+        std::vector<bool> floating_slot;         // per slot: its ticket's request is floating
+        std::vector<bool> settled;               // per slot: and seen running there
         std::size_t unpinned_in_flight = 0;      // unpinned requests that may take a slot
         std::size_t unpinned_other = 0;          // unpinned ones that take none (/tokenize, ...)
         std::size_t floating_in_flight = 0;      // requests on a slot llama-server chose
@@ -278,10 +292,15 @@ private:
         std::uint64_t checks_done = 0;
         std::uint64_t trusted_after = 0;         // no plans until checks_done reaches this
     };
+    // llama-server may still show a slot as processing for a moment after it sent the response.
+    static constexpr auto own_tail = std::chrono::milliseconds(300);
     // Slots of `b` whose state is unknown: a request runs there on a slot llama-server chose.
     static bool slots_unknown(const backend_state& b) {
-        return b.floating_in_flight > 0 || b.unpinned_in_flight > 0;
+        return b.floating_in_flight > settled_count(b) || b.unpinned_in_flight > 0;
     }
+    static std::size_t settled_count(const backend_state& b);
+    bool settle_locked(backend_state& b, const std::vector<observed_slot>& slots,
+                       clock::time_point now);
     void notify();  // calls the listener; never under mu_
     // The bodies of complete and reconcile (they lock mu_; their callers notify after).
     // record_complete returns true when a planned reuse did not happen (a misprediction).

@@ -214,4 +214,67 @@ bool registry::asleep(int backend) const {
     return i < backends_.size() && backends_[i].asleep;
 }
 
+
+// Floating requests seen running on their planned slots (registry.hpp, settle_floating).
+std::size_t registry::settled_count(const backend_state& b) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < b.settled.size(); ++i) {
+        if (b.settled[i] && b.reserved_by[i] != 0) ++n;
+    }
+    return n;
+}
+
+std::size_t registry::unsettled_floating(int backend, clock::time_point* newest) const {
+    std::lock_guard lock(mu_);
+    if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return 0;
+    const auto& b = backends_[static_cast<std::size_t>(backend)];
+    if (b.unpinned_in_flight > 0) return 0;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < b.floating_slot.size(); ++i) {
+        if (!b.floating_slot[i] || b.settled[i] || b.reserved_by[i] == 0) continue;
+        if (b.sent_at[i] == clock::time_point{}) continue;
+        ++n;
+        if (newest) *newest = std::max(*newest, b.sent_at[i]);
+    }
+    return n;
+}
+
+bool registry::settle_floating(int backend, const std::vector<observed_slot>& slots,
+                               clock::time_point now) {
+    bool settled = false;
+    {
+        std::lock_guard lock(mu_);
+        if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return false;
+        settled = settle_locked(backends_[static_cast<std::size_t>(backend)], slots, now);
+    }
+    if (settled) notify();
+    return settled;
+}
+
+bool registry::settle_locked(backend_state& b, const std::vector<observed_slot>& slots,
+                             clock::time_point now) {
+    if (b.unpinned_in_flight > 0) return false;
+    const std::size_t unknown = b.floating_in_flight - std::min(b.floating_in_flight, settled_count(b));
+    if (unknown == 0) return false;
+    std::vector<std::size_t> planned;
+    for (std::size_t i = 0; i < b.floating_slot.size(); ++i) {
+        if (b.floating_slot[i] && !b.settled[i] && b.reserved_by[i] != 0) planned.push_back(i);
+    }
+    // A floating ticket without its reservation (dropped by a restart), or one whose request is
+    // not sent yet: not every unknown request has a planned slot to be seen on.
+    if (planned.size() != unknown) return false;
+    const auto processing = [&](std::size_t i) {
+        const auto& s = b.view.slots[i];
+        // A slot whose answer ended a moment ago may still show that task processing.
+        const bool tail = s.last_use != clock::time_point{} && now - s.last_use < own_tail;
+        if (b.sent_at[i] == clock::time_point{} || tail) return false;
+        return std::any_of(slots.begin(), slots.end(), [&](const observed_slot& o) {
+            return o.id == static_cast<int>(i) && o.processing;
+        });
+    };
+    if (!std::all_of(planned.begin(), planned.end(), processing)) return false;
+    for (const auto i : planned) b.settled[i] = true;
+    return true;
+}
+
 }  // namespace warmslot::routing

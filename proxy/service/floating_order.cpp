@@ -29,7 +29,30 @@ using routing::clock;
 constexpr std::chrono::milliseconds slots_timeout{10'000};  // GET /slots
 constexpr std::chrono::milliseconds poll_pause{25};         // between two reads of /slots
 constexpr int max_polls = 200;                               // 5 s of reads once all are sent
+constexpr std::chrono::milliseconds settle_timeout{2'000};  // GET /slots before a plan
+// A floating request sent this recently may not be on its slot yet: read again, a few times.
+constexpr std::chrono::milliseconds settle_window{500};
+constexpr int max_settle_reads = 8;
 }  // namespace
+
+awaitable<void> pipeline::settle_floating(const config::config& cfg, upstream::pool& pool,
+                                          forward_state& st) {
+    for (std::size_t i = 0; i < cfg.backends.size() && !st.client_gone; ++i) {
+        const int backend = static_cast<int>(i);
+        clock::time_point newest{};
+        for (int reads = 0; reads < max_settle_reads && !st.client_gone; ++reads) {
+            if (reg_.unsettled_floating(backend, &newest) == 0) break;
+            const auto r = co_await upstream::call(pool, cfg.backends[i], http::verb::get, "/slots",
+                                                   "", settle_timeout);
+            const auto seen = routing::read_slots(
+                r.status == 200 ? nlohmann::json::parse(r.body, nullptr, false) : nlohmann::json());
+            if (!seen || reg_.settle_floating(backend, *seen, clock::now())) break;
+            if (clock::now() - newest > settle_window) break;  // queued, or on another slot
+            co_await wait_until(*wakeups_, [] { return false; }, clock::now() + poll_pause,
+                                [&st] { return st.client_gone; });
+        }
+    }
+}
 
 awaitable<void> pipeline::wait_turn(const config::config& cfg, upstream::pool& pool,
                                     const config::backend& b, const routing::ticket& t,

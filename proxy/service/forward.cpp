@@ -436,6 +436,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
         co_await load_router_model(cfg, static_cast<int>(i), *pools_[ex.worker], st, out);
     }
+    if (cfg.routing.enabled && fp) co_await settle_floating(cfg, *pools_[ex.worker], st);
     // Ends however this coroutine ends: an exception or a destroyed coroutine cancels it.
     routing::reservation t(reg_, plan_now(true));
     if (t->p.backend < 0 && !t->p.unknown_model) {
@@ -474,7 +475,8 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                 if (isolated) {
                     got = co_await wait_for_idle(cfg, t, [&] { return plan_now(false); }, st);
                 } else {
-                    co_await hold_for_slot(cfg, t, [&] { return plan_now(false); }, st);
+                    co_await hold_for_slot(cfg, *pools_[ex.worker], t, [&] { return plan_now(false); },
+                                          st);
                 }
                 if (st.client_gone) co_return;
                 waited_ms += std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();

@@ -3,8 +3,8 @@
 // running there ends, before warmslot saves what that slot holds (a conversation file after the
 // answer) and without a restore of its own prefix. Held, it is planned again once a slot is
 // free: its own prefix when that one is free, else a victim whose content is on disk and its own
-// file restored there; or, while requests llama-server places itself run there (their slots are
-// not known), unpinned onto the free slot, as before. First come, first planned, per backend; at
+// file restored there; or, while a request llama-server places itself runs there and is not yet
+// seen on its planned slot (pipeline::settle_floating), unpinned onto the free slot, as before. First come, first planned, per backend; at
 // most routing.max_wait. Only a request that would have waited in llama-server's queue waits: a
 // free slot is used at once, so requests run side by side as they would straight.
 
@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "routing/reservation.hpp"
 #include "service/pipeline.hpp"
@@ -96,19 +97,24 @@ awaitable<bool> pipeline::wait_for_idle(const config::config& cfg, routing::rese
     co_return t->p.backend < 0 || t->p.slot.has_value();
 }
 
-awaitable<void> pipeline::hold_for_slot(const config::config& cfg, routing::reservation& t,
+awaitable<void> pipeline::hold_for_slot(const config::config& cfg, upstream::pool& pool,
+                                        routing::reservation& t,
                                         const std::function<routing::ticket()>& plan_again,
                                         forward_state& st) {
     const int backend = t->p.backend;
     t.cancel();  // nothing was sent for it; its unpinned count would take a slot of its own
+    // Its place in line is kept until it is planned again: the next one sees the slot it takes.
+    std::optional<place> mine;
     if (!reg_.has_free_slot(backend)) {
         const auto deadline = clock::now() + cfg.routing.max_wait;
-        const place mine(*holds_, *wakeups_, backend);
+        mine.emplace(*holds_, *wakeups_, backend);
         co_await wait_until(
-            *wakeups_, [&] { return mine.first() && reg_.has_free_slot(backend); }, deadline,
+            *wakeups_, [&] { return mine->first() && reg_.has_free_slot(backend); }, deadline,
             [&st] { return st.client_gone; });
         if (st.client_gone) co_return;
     }
+    co_await settle_floating(cfg, pool, st);
+    if (st.client_gone) co_return;
     t = routing::reservation(reg_, plan_again());
 }
 

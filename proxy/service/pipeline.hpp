@@ -143,6 +143,11 @@ private:
     awaitable<void> wait_turn(const config::config& cfg, upstream::pool& pool,
                               const config::backend& b, const routing::ticket& t,
                               const routing::fingerprint& fp, forward_state& st);
+    // Before a plan: floating requests sent on a backend and not yet known to run on their
+    // planned slots make all its slots unknown (registry::settle_floating); GET /slots tells,
+    // read again for a moment when one was sent just now (service/floating_order.cpp).
+    awaitable<void> settle_floating(const config::config& cfg, upstream::pool& pool,
+                                    forward_state& st);
     awaitable<void> await_checks(const config::config& cfg, int backend, forward_state& st,
                                  outcome& out, const char* why);
     // Before a request for a router's model that is not loaded: saves and unloads another of
@@ -167,7 +172,8 @@ private:
     // backend taken, registry::has_free_slot) waits here, in line, until one is free, and is
     // planned again; a plan without a slot then goes to the free slot unpinned, as before
     // (service/hold.cpp). At most routing.max_wait.
-    awaitable<void> hold_for_slot(const config::config& cfg, routing::reservation& t,
+    awaitable<void> hold_for_slot(const config::config& cfg, upstream::pool& pool,
+                                  routing::reservation& t,
                                   const std::function<routing::ticket()>& plan_again,
                                   forward_state& st);
     awaitable<void> clear_adapter_kv(upstream::pool& pool, const config::config& cfg, int backend,

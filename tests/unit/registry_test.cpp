@@ -441,3 +441,82 @@ TEST_CASE("registry: a slot's work from warmslot's marks and from GET /slots") {
     reg.reconcile(0, {busy, other}, routing::clock::now());
     CHECK(reg.snapshot()[0].slots[0].work == routing::slot_work::none);
 }
+
+TEST_CASE("registry: a floating request seen running on its planned slot leaves the others known") {
+    routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
+    make_ready(reg, 1, 3);
+    const auto now = routing::clock::now();
+    const auto a = document('a');
+    const auto b = document('b');
+    auto t = reg.reserve(&a, "", a.total_bytes, now);
+    REQUIRE(t.p.slot);
+    const auto planned = *t.p.slot;
+    reg.mark_floating(t);
+    const auto reading = [&](std::vector<int> processing) {
+        std::vector<routing::observed_slot> slots(3);
+        for (int id = 0; id < 3; ++id) {
+            slots[static_cast<std::size_t>(id)].id = id;
+            slots[static_cast<std::size_t>(id)].processing =
+                std::find(processing.begin(), processing.end(), id) != processing.end();
+        }
+        return slots;
+    };
+    // Not sent yet: nothing to see, and while it floats no other slot is pinned.
+    CHECK(reg.unsettled_floating(0) == 0);
+    CHECK_FALSE(reg.settle_floating(0, reading({planned}), now));
+    CHECK_FALSE(reg.preview(&b, "", now).slot);
+    reg.sending(t, now);
+    CHECK(reg.unsettled_floating(0) == 1);
+    // Its slot idle, another processing: it may be running there.
+    const int other = planned == 0 ? 1 : 0;
+    CHECK_FALSE(reg.settle_floating(0, reading({other}), now));
+    CHECK_FALSE(reg.preview(&b, "", now).slot);
+    // An unpinned request runs too: it may be on the planned slot.
+    reg.begin_unpinned(0);
+    CHECK(reg.unsettled_floating(0) == 0);
+    CHECK_FALSE(reg.settle_floating(0, reading({planned}), now));
+    reg.end_unpinned(0);
+    // Seen on its planned slot: that one stays busy, the others are planned on again.
+    CHECK(reg.settle_floating(0, reading({planned}), now));
+    CHECK(reg.unsettled_floating(0) == 0);
+    auto next = reg.reserve(&b, "", b.total_bytes, now);
+    REQUIRE(next.p.slot);
+    CHECK(*next.p.slot != planned);
+    reg.cancel(next);
+    // A second floating request, not seen yet, makes them unknown again; its end does not
+    // undo the first one's settlement.
+    auto second = reg.reserve(&b, "", b.total_bytes, now);
+    REQUIRE(second.p.slot);
+    reg.mark_floating(second);
+    CHECK_FALSE(reg.preview(&b, "", now).slot);
+    reg.cancel(second);
+    CHECK(reg.preview(&b, "", now).slot);
+    // Ended: its slot takes plans again, and nothing floats.
+    reg.complete(t, &a, stats(0, 2000), now);
+    const auto after = reg.preview(&a, "", now);
+    REQUIRE(after.slot);
+    CHECK(*after.slot == planned);
+}
+
+TEST_CASE("registry: a slot whose answer just ended is no proof that a floating request runs there") {
+    routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
+    make_ready(reg, 1, 2);
+    const auto now = routing::clock::now();
+    const auto a = document('a');
+    auto first = reg.reserve(&a, "", a.total_bytes, now);
+    REQUIRE(first.p.slot);
+    reg.complete(first, &a, stats(0, 2000), now);
+    auto t = reg.reserve(&a, "", a.total_bytes, now);
+    REQUIRE(t.p.slot);
+    CHECK(*t.p.slot == *first.p.slot);
+    reg.mark_floating(t);
+    reg.sending(t, now);
+    std::vector<routing::observed_slot> slots(2);
+    for (int id = 0; id < 2; ++id) {
+        slots[static_cast<std::size_t>(id)].id = id;
+        slots[static_cast<std::size_t>(id)].processing = id == *t.p.slot;
+    }
+    CHECK_FALSE(reg.settle_floating(0, slots, now + std::chrono::milliseconds(100)));
+    CHECK(reg.settle_floating(0, slots, now + std::chrono::seconds(1)));
+    reg.cancel(t);
+}
