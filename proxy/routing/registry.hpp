@@ -149,6 +149,10 @@ public:
     // unpinned into whatever slot is free. All or none: with as many unknown requests as
     // processing planned slots, none of them can run elsewhere. True when some settled.
     bool settle_floating(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
+    // A floating ticket's request is expected on `slot` rather than its planned one (it shares
+    // more of the prompt there): the reservation moves there when that slot is idle and nobody
+    // else's, and the planned one is given back as it was. False: it stays.
+    bool move_reservation(ticket& t, int slot);
     // Gives up a reservation without a response (request failed before reaching the slot).
     void cancel(const ticket& t);
     // Records the response: what the slot now holds, rates, counters. A response that reused

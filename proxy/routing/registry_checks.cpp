@@ -215,6 +215,36 @@ bool registry::asleep(int backend) const {
 }
 
 
+bool registry::move_reservation(ticket& t, int slot) {
+    {
+        std::lock_guard lock(mu_);
+        if (t.p.backend < 0 || !t.p.slot || *t.p.slot == slot) return false;
+        auto& b = backends_[static_cast<std::size_t>(t.p.backend)];
+        const auto from = static_cast<std::size_t>(*t.p.slot);
+        const auto to = static_cast<std::size_t>(slot);
+        if (slot < 0 || to >= b.reserved_by.size() || from >= b.reserved_by.size()) return false;
+        if (b.reserved_by[from] != t.id || b.reserved_by[to] != 0 || b.outside_busy[to] ||
+            b.view.slots[to].busy) {
+            return false;
+        }
+        const bool floating = b.floating_slot[from];
+        const auto planned = std::move(b.planned_for[from]);
+        unreserve_locked(b, from);
+        b.reserved_by[to] = t.id;
+        b.floating_slot[to] = floating;
+        b.planned_for[to] = planned;
+        b.view.slots[to].busy = true;
+        b.view.slots[to].busy_until = b.view.slots[from].busy_until;
+        t.p.slot = slot;
+        // What it shares there is the slot's own prompt, not the levels planned on: no
+        // reuse is promised (a miss of it is no sign of a restart).
+        t.p.matched_levels = 0;
+        t.p.expected_cached_tokens = 0;
+    }
+    notify();
+    return true;
+}
+
 // Floating requests seen running on their planned slots (registry.hpp, settle_floating).
 std::size_t registry::settled_count(const backend_state& b) {
     std::size_t n = 0;

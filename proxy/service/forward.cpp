@@ -699,6 +699,13 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
                                                cfg.cache.save_after_answer && streamed(body));
             out.disk.unloaded = std::move(made_room);
             if (progress) out.keeper->set_progress(nullptr, progress_interval);
+            // A floating request expected on another slot, which shares more of its prompt.
+            if (!pin && t.p.slot && t.p.slot != slot) {
+                for (auto& [name, value] : extra) {
+                    if (name == "X-Warmslot-Expected-Slot") value = std::to_string(*t.p.slot);
+                }
+                if (out.keeper) out.keeper->set_headers(extra);
+            }
             // Nothing done to the slot: it is not being prepared (a floating request waiting
             // for its turn below must not be taken for one preparing its prefix).
             if (out.disk.what == tier::disk_action::kind::none && out.disk.primed == 0 && !pin)
@@ -715,7 +722,10 @@ awaitable<int> pipeline::send(http_server::exchange& ex, outcome& out, forward_s
             co_await wait_turn(cfg, pool, b, t, *fp, st);
             // After the wait: what the other slots hold now is what llama-server compares.
             if (disk_ && view.chat() && !lora && worth_preparing(*fp))
-                co_await disk_->clear_rivals(pool, t, *fp);
+                co_await disk_->clear_rivals(
+                    pool, t, *fp, chain ? &*chain : nullptr,
+                    out.disk.what == tier::disk_action::kind::restored ||
+                        out.disk.what == tier::disk_action::kind::snapshotted);
         }
         // llama-server places this one itself: not on a slot a request is preparing. (A
         // floating request has a slot of its own, prepared for it and predicted to be chosen:

@@ -16,12 +16,27 @@ namespace warmslot::tier {
 using namespace disk_detail;
 
 awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::ticket& t,
-                                        const routing::fingerprint& fp) {
+                                        const routing::fingerprint& fp,
+                                        const cache::token_chain* chain, bool prepared) {
     if (!t.p.slot || !enabled_for(t.p.backend)) co_return;
     const auto backend = static_cast<std::size_t>(t.p.backend);
     const auto views = reg_.snapshot();
     if (backend >= views.size()) co_return;
-    const auto rivals = routing::floating_rivals(views[backend], *t.p.slot, fp);
+    auto rivals = routing::floating_rivals(views[backend], *t.p.slot, fp);
+    // What the prepared slot holds is a prefix of the request's tokens; an idle slot sharing
+    // as many (within a block) may win llama-server's choice, and a hybrid model cannot roll
+    // back to the shared part there.
+    const auto info = reg_.info(t.p.backend);
+    if (chain && prepared && info && routing::rolls_back_to_checkpoints_only(info->architecture)) {
+        const auto own = std::find_if(views[backend].slots.begin(), views[backend].slots.end(),
+                                      [&](const routing::slot_view& s) { return s.id == *t.p.slot; });
+        const auto rival = token_rival(t, *chain);
+        if (own != views[backend].slots.end() && rival &&
+            rival->second + cache::token_block > own->held_tokens &&
+            std::find(rivals.begin(), rivals.end(), rival->first) == rivals.end()) {
+            rivals.push_back(rival->first);
+        }
+    }
     if (rivals.empty()) co_return;
     upstream::slot_client llama(pool, src_.current(), t.p.backend);
     const auto& b = llama.backend();
@@ -54,6 +69,25 @@ awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::tic
             "where the prefix was prepared ({})",
             b.name, id, *t.p.slot, e.what());
     }
+}
+
+std::optional<std::pair<int, std::size_t>> disk_tier::token_rival(
+    const routing::ticket& t, const cache::token_chain& chain) const {
+    if (!t.p.slot || t.p.backend < 0) return std::nullopt;
+    const auto views = reg_.snapshot();
+    const auto backend = static_cast<std::size_t>(t.p.backend);
+    if (backend >= views.size()) return std::nullopt;
+    std::optional<std::pair<int, std::size_t>> best;
+    std::lock_guard lock(mu_);
+    for (const auto& s : views[backend].slots) {
+        if (s.id == *t.p.slot || s.busy || s.held.empty()) continue;
+        const auto it = slot_blocks_.find({t.p.backend, s.id});
+        // What was prepared there is what it holds only while the registry believes so.
+        if (it == slot_blocks_.end() || it->second.level != s.held.back().hash) continue;
+        const auto tokens = cache::common_blocks(it->second.blocks, chain.blocks()) * cache::token_block;
+        if (tokens > 0 && (!best || tokens > best->second)) best = std::pair{s.id, tokens};
+    }
+    return best;
 }
 
 }  // namespace warmslot::tier

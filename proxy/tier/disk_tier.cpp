@@ -307,10 +307,17 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
         }
         auto learned = learned_prefix(t.p.backend, chain, body, idx);
         const auto slot_common = slot_common_blocks(t.p.backend, *t.p.slot, chain);
-        {
-            std::lock_guard lock(mu_);
-            slot_blocks_[{t.p.backend, *t.p.slot}] = chain.blocks();  // the request goes there
-        }
+        // The request goes to its slot (a floating one may be moved to another by miss()).
+        struct goes_there {
+            disk_tier& tier;
+            const routing::ticket& t;
+            slot_prompt prompt;
+            ~goes_there() {
+                if (!t.p.slot) return;
+                std::lock_guard lock(tier.mu_);
+                tier.slot_blocks_[{t.p.backend, *t.p.slot}] = std::move(prompt);
+            }
+        } const there{*this, t, {chain.blocks(), fp.levels.empty() ? 0 : fp.levels.back().hash}};
         if (learned) learned->tenant = tenant;
         // The slot holds the stable messages, unless a file holds more of the request than the
         // slot shares with it (its conversation's own file, while the slot holds another
@@ -434,6 +441,26 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
             target = &*msg;
         }
     }
+    // A floating request goes where llama-server finds the most of its prompt: when an idle
+    // slot already shares as much as this slot would hold once prepared, the request runs
+    // there whatever is done here. So the prefix is prepared there instead (the request would
+    // write over what that slot holds past the shared part anyway), and this slot keeps what
+    // it holds.
+    if (floating) {
+        const std::uint64_t would_hold = std::max<std::uint64_t>(
+            found && allowed ? have : 0, target ? target->ids.size() : 0);
+        const auto rival = would_hold > 0 ? token_rival(t, chain) : std::nullopt;
+        const int planned = *t.p.slot;
+        if (rival && rival->second >= would_hold &&
+            static_cast<double>(rival->second) >
+                routing::floating_similarity * static_cast<double>(chain.size()) &&
+            reg_.move_reservation(t, rival->first)) {
+            log()->info("{} slot {} already shares {} tokens of a floating request's prompt, as "
+                        "many as slot {} would hold once prepared ({}): prepared there instead",
+                        cfg->backends[static_cast<std::size_t>(t.p.backend)].name, rival->first,
+                        rival->second, planned, would_hold);
+        }
+    }
     if (found && allowed) {
         prefix f;
         f.index = idx;
@@ -532,7 +559,7 @@ std::optional<std::size_t> disk_tier::slot_common_blocks(int backend, int slot,
     std::lock_guard lock(mu_);
     const auto it = slot_blocks_.find({backend, slot});
     if (it == slot_blocks_.end()) return std::nullopt;
-    return cache::common_blocks(it->second, chain.blocks());
+    return cache::common_blocks(it->second.blocks, chain.blocks());
 }
 
 // Waits while another request holds a lease on `key`: it is saving the prefix (then its file is

@@ -190,9 +190,13 @@ public:
 
     // A floating request (llama-server chooses its slot) whose planned slot now holds its
     // stable prefix: erases the idle slots llama-server would choose instead
-    // (routing::floating_rivals). Never throws.
+    // (routing::floating_rivals). `chain` (the request's tokens) and `prepared` (the slot was
+    // restored or primed for it, so it holds exactly a prefix of them): on a model that rolls
+    // back to checkpoints only, an idle slot that may share as many tokens (token_rival) is
+    // erased too; there the request would recompute its whole prompt. Never throws.
     awaitable<void> clear_rivals(upstream::pool& pool, const routing::ticket& t,
-                                 const routing::fingerprint& fp);
+                                 const routing::fingerprint& fp, const cache::token_chain* chain,
+                                 bool prepared);
 
     // Tenant isolation (cache.isolation: tenant): the slot `t` reserves, which another tenant's
     // request filled, is given to `t`'s tenant empty. Its valuable prefix is saved first when it
@@ -315,6 +319,11 @@ private:
     // slot is believed to hold), or std::nullopt when none is remembered.
     std::optional<std::size_t> slot_common_blocks(int backend, int slot,
                                                   const cache::token_chain& chain) const;
+    // For a floating request planned on t's slot: the idle slot of its backend that shares the
+    // most tokens with `chain` (whole blocks, by what was last prepared there and is still
+    // believed there), and how many; std::nullopt when none shares any (tier/disk_rivals.cpp).
+    std::optional<std::pair<int, std::size_t>> token_rival(const routing::ticket& t,
+                                                           const cache::token_chain& chain) const;
     // The prefix's file in the backend's own index, else brought from another backend's slot
     // directory (tier/disk_replicas.cpp).
     struct found_file {
@@ -396,8 +405,14 @@ private:
     cache::split_points splits_;                  // where prompts part ways, per identity
     std::map<std::string, std::size_t> placed_;   // identity + stable messages' hash -> tokens
     std::map<std::string, cache::token_parts> parts_;  // identity -> its prompts' parts' tokens
-    // (backend, slot) -> block chain of the last request prepared there (one per slot)
-    std::map<std::pair<int, int>, std::vector<std::uint64_t>> slot_blocks_;
+    // (backend, slot) -> block chain of the last request prepared there (one per slot), and
+    // the last level hash of its fingerprint: believed while the registry believes the slot
+    // holds that request (routing::slot_view::held).
+    struct slot_prompt {
+        std::vector<std::uint64_t> blocks;
+        std::uint64_t level = 0;
+    };
+    std::map<std::pair<int, int>, slot_prompt> slot_blocks_;
     // (backend, slot) -> the prefix whose file is due after the running request's answer.
     std::map<std::pair<int, int>, std::shared_ptr<const prefix>> due_;
     // Files being saved after an answer, key -> tokens: the conversation's next request may come

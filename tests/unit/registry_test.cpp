@@ -520,3 +520,37 @@ TEST_CASE("registry: a slot whose answer just ended is no proof that a floating 
     CHECK(reg.settle_floating(0, slots, now + std::chrono::seconds(1)));
     reg.cancel(t);
 }
+
+TEST_CASE("registry: a reservation moves only to an idle slot nobody holds") {
+    routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
+    make_ready(reg, 1, 3);
+    const auto now = routing::clock::now();
+    const auto a = document('a');
+    const auto b = document('b');
+    auto t = reg.reserve(&a, "", a.total_bytes, now);
+    auto other = reg.reserve(&b, "", b.total_bytes, now);
+    REQUIRE(t.p.slot);
+    REQUIRE(other.p.slot);
+    const int from = *t.p.slot;
+    int free_slot = 0;
+    while (free_slot == from || free_slot == *other.p.slot) ++free_slot;
+    CHECK_FALSE(reg.move_reservation(t, *other.p.slot));  // another ticket's
+    CHECK_FALSE(reg.move_reservation(t, 7));              // no such slot
+    CHECK(reg.move_reservation(t, free_slot));
+    CHECK(*t.p.slot == free_slot);
+    CHECK(t.p.expected_cached_tokens == 0);
+    auto views = reg.snapshot();
+    CHECK_FALSE(views[0].slots[static_cast<std::size_t>(from)].busy);
+    CHECK(views[0].slots[static_cast<std::size_t>(free_slot)].busy);
+    // The slot it left takes plans again; the one it took does not.
+    auto third = reg.reserve(&a, "", a.total_bytes, now);
+    REQUIRE(third.p.slot);
+    CHECK(*third.p.slot == from);
+    reg.cancel(third);
+    // Its answer is believed where it moved.
+    reg.complete(t, &a, stats(0, 2000), now);
+    views = reg.snapshot();
+    CHECK(views[0].slots[static_cast<std::size_t>(free_slot)].held.size() == a.levels.size());
+    CHECK(views[0].slots[static_cast<std::size_t>(from)].held.empty());
+    reg.cancel(other);
+}
