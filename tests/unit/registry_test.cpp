@@ -33,6 +33,26 @@ routing::fingerprint document(char fill) {
     return *routing::fingerprint_request(routing::request_kind::chat, body);
 }
 
+// One ready backend of `slots` slots without a scratch slot, and two documents.
+struct one_backend {
+    routing::registry reg{{"b"}, routing::planner_settings{.scratch_slot = false}};
+    routing::clock::time_point now = routing::clock::now();
+    routing::fingerprint a = document('a');
+    routing::fingerprint b = document('b');
+    explicit one_backend(int slots) { make_ready(reg, 1, slots); }
+};
+
+// A GET /slots reading of `count` slots, those in `processing` running a task.
+std::vector<routing::observed_slot> reading(int count, const std::vector<int>& processing) {
+    std::vector<routing::observed_slot> slots(static_cast<std::size_t>(count));
+    for (int id = 0; id < count; ++id) {
+        slots[static_cast<std::size_t>(id)].id = id;
+        slots[static_cast<std::size_t>(id)].processing =
+            std::find(processing.begin(), processing.end(), id) != processing.end();
+    }
+    return slots;
+}
+
 warmslot::api::prompt_stats stats(long cached, long processed) {
     warmslot::api::prompt_stats s;
     s.cached = cached;
@@ -295,11 +315,11 @@ TEST_CASE("registry: a request whose slot could not be prepared waits for every 
 }
 
 TEST_CASE("registry: two requests waiting for their turn never wait for each other") {
-    routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
-    make_ready(reg, 1, 2);
-    const auto now = routing::clock::now();
-    const auto a = document('a');
-    const auto b = document('b');
+    one_backend f(2);
+    auto& reg = f.reg;
+    const auto now = f.now;
+    const auto& a = f.a;
+    const auto& b = f.b;
     auto first = reg.reserve(&a, "", a.total_bytes, now);
     auto second = reg.reserve(&b, "", b.total_bytes, now);
     REQUIRE(first.p.slot);
@@ -443,41 +463,32 @@ TEST_CASE("registry: a slot's work from warmslot's marks and from GET /slots") {
 }
 
 TEST_CASE("registry: a floating request seen running on its planned slot leaves the others known") {
-    routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
-    make_ready(reg, 1, 3);
-    const auto now = routing::clock::now();
-    const auto a = document('a');
-    const auto b = document('b');
+    one_backend f(3);
+    auto& reg = f.reg;
+    const auto now = f.now;
+    const auto& a = f.a;
+    const auto& b = f.b;
     auto t = reg.reserve(&a, "", a.total_bytes, now);
     REQUIRE(t.p.slot);
     const auto planned = *t.p.slot;
     reg.mark_floating(t);
-    const auto reading = [&](std::vector<int> processing) {
-        std::vector<routing::observed_slot> slots(3);
-        for (int id = 0; id < 3; ++id) {
-            slots[static_cast<std::size_t>(id)].id = id;
-            slots[static_cast<std::size_t>(id)].processing =
-                std::find(processing.begin(), processing.end(), id) != processing.end();
-        }
-        return slots;
-    };
     // Not sent yet: nothing to see, and while it floats no other slot is pinned.
     CHECK(reg.unsettled_floating(0) == 0);
-    CHECK_FALSE(reg.settle_floating(0, reading({planned}), now));
+    CHECK_FALSE(reg.settle_floating(0, reading(3, {planned}), now));
     CHECK_FALSE(reg.preview(&b, "", now).slot);
     reg.sending(t, now);
     CHECK(reg.unsettled_floating(0) == 1);
     // Its slot idle, another processing: it may be running there.
     const int other = planned == 0 ? 1 : 0;
-    CHECK_FALSE(reg.settle_floating(0, reading({other}), now));
+    CHECK_FALSE(reg.settle_floating(0, reading(3, {other}), now));
     CHECK_FALSE(reg.preview(&b, "", now).slot);
     // An unpinned request runs too: it may be on the planned slot.
     reg.begin_unpinned(0);
     CHECK(reg.unsettled_floating(0) == 0);
-    CHECK_FALSE(reg.settle_floating(0, reading({planned}), now));
+    CHECK_FALSE(reg.settle_floating(0, reading(3, {planned}), now));
     reg.end_unpinned(0);
     // Seen on its planned slot: that one stays busy, the others are planned on again.
-    CHECK(reg.settle_floating(0, reading({planned}), now));
+    CHECK(reg.settle_floating(0, reading(3, {planned}), now));
     CHECK(reg.unsettled_floating(0) == 0);
     auto next = reg.reserve(&b, "", b.total_bytes, now);
     REQUIRE(next.p.slot);
@@ -511,46 +522,38 @@ TEST_CASE("registry: a slot whose answer just ended is no proof that a floating 
     CHECK(*t.p.slot == *first.p.slot);
     reg.mark_floating(t);
     reg.sending(t, now);
-    std::vector<routing::observed_slot> slots(2);
-    for (int id = 0; id < 2; ++id) {
-        slots[static_cast<std::size_t>(id)].id = id;
-        slots[static_cast<std::size_t>(id)].processing = id == *t.p.slot;
-    }
+    const auto slots = reading(2, {*t.p.slot});
     CHECK_FALSE(reg.settle_floating(0, slots, now + std::chrono::milliseconds(100)));
     CHECK(reg.settle_floating(0, slots, now + std::chrono::seconds(1)));
     reg.cancel(t);
 }
 
 TEST_CASE("registry: a reservation moves only to an idle slot nobody holds") {
-    routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
-    make_ready(reg, 1, 3);
-    const auto now = routing::clock::now();
-    const auto a = document('a');
-    const auto b = document('b');
-    auto t = reg.reserve(&a, "", a.total_bytes, now);
-    auto other = reg.reserve(&b, "", b.total_bytes, now);
-    REQUIRE(t.p.slot);
+    one_backend f(3);
+    auto t = f.reg.reserve(&f.a, "", f.a.total_bytes, f.now);
+    const int from = t.p.slot.value_or(-1);
+    auto other = f.reg.reserve(&f.b, "", f.b.total_bytes, f.now);
+    REQUIRE(from >= 0);
     REQUIRE(other.p.slot);
-    const int from = *t.p.slot;
     int free_slot = 0;
     while (free_slot == from || free_slot == *other.p.slot) ++free_slot;
-    CHECK_FALSE(reg.move_reservation(t, *other.p.slot));  // another ticket's
-    CHECK_FALSE(reg.move_reservation(t, 7));              // no such slot
-    CHECK(reg.move_reservation(t, free_slot));
+    CHECK_FALSE(f.reg.move_reservation(t, *other.p.slot));  // another ticket's
+    CHECK_FALSE(f.reg.move_reservation(t, 7));              // no such slot
+    CHECK(f.reg.move_reservation(t, free_slot));
     CHECK(*t.p.slot == free_slot);
     CHECK(t.p.expected_cached_tokens == 0);
-    auto views = reg.snapshot();
+    auto views = f.reg.snapshot();
     CHECK_FALSE(views[0].slots[static_cast<std::size_t>(from)].busy);
     CHECK(views[0].slots[static_cast<std::size_t>(free_slot)].busy);
     // The slot it left takes plans again; the one it took does not.
-    auto third = reg.reserve(&a, "", a.total_bytes, now);
+    auto third = f.reg.reserve(&f.a, "", f.a.total_bytes, f.now);
     REQUIRE(third.p.slot);
     CHECK(*third.p.slot == from);
-    reg.cancel(third);
+    f.reg.cancel(third);
     // Its answer is believed where it moved.
-    reg.complete(t, &a, stats(0, 2000), now);
-    views = reg.snapshot();
-    CHECK(views[0].slots[static_cast<std::size_t>(free_slot)].held.size() == a.levels.size());
+    f.reg.complete(t, &f.a, stats(0, 2000), f.now);
+    views = f.reg.snapshot();
+    CHECK(views[0].slots[static_cast<std::size_t>(free_slot)].held.size() == f.a.levels.size());
     CHECK(views[0].slots[static_cast<std::size_t>(from)].held.empty());
-    reg.cancel(other);
+    f.reg.cancel(other);
 }
