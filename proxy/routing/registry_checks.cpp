@@ -214,7 +214,6 @@ bool registry::asleep(int backend) const {
     return i < backends_.size() && backends_[i].asleep;
 }
 
-
 bool registry::move_reservation(ticket& t, int slot) {
     {
         std::lock_guard lock(mu_);

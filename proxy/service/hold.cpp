@@ -4,9 +4,10 @@
 // answer) and without a restore of its own prefix. Held, it is planned again once a slot is
 // free: its own prefix when that one is free, else a victim whose content is on disk and its own
 // file restored there; or, while a request llama-server places itself runs there and is not yet
-// seen on its planned slot (pipeline::settle_floating), unpinned onto the free slot, as before. First come, first planned, per backend; at
-// most routing.max_wait. Only a request that would have waited in llama-server's queue waits: a
-// free slot is used at once, so requests run side by side as they would straight.
+// seen on its planned slot (pipeline::settle_floating), unpinned onto the free slot, as before.
+// First come, first planned, per backend; at most routing.max_wait. Only a request that would
+// have waited in llama-server's queue waits: a free slot is used at once, so requests run side
+// by side as they would straight.
 
 #include <algorithm>
 #include <deque>
