@@ -21,9 +21,10 @@ const slice = {
 };
 
 // Which user's state a slot holds depends on timing when users outnumber slots, so the
-// llama-server-alone rows vary between runs (21,319 to 26,537 tokens on this slice). Measured on
-// 2026-12-07 (2-core machine): warmslot 17,322 against 26,537 for both alone rows, in three
-// runs idle; 17,173 against 21,820 (-np 2) with two busy loops on the cores. What made it pass:
+// llama-server-alone rows vary between runs (16,751 to 31,639 tokens on this slice; most runs
+// 21,319 or more). Measured on 2026-12-07 (2-core machine): warmslot 17,322 in most runs idle
+// (13,418 and 21,890 once each) against 26,537 for -np 2 and 21,319 to 26,388 for the defaults;
+// 17,173 against 21,820 (-np 2) with two busy loops on the cores. What made it pass:
 // floating requests seen on their planned slots (the others stay known), and a floating request
 // prepared on the idle slot that already shares the most tokens of its prompt, where
 // llama-server then runs it (before, that slot's own conversation was kept and the prefix primed
