@@ -113,16 +113,17 @@ bool registry::has_free_slot(int backend) const {
     std::lock_guard lock(mu_);
     if (backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return false;
     const auto& b = backends_[static_cast<std::size_t>(backend)];
-    std::size_t taken = b.unpinned_in_flight;  // each runs on a slot no ticket names
-    for (std::size_t s = 0; s < b.view.slots.size(); ++s) {
-        if (b.reserved_by[s] != 0) ++taken;
-    }
+    std::size_t reserved = 0;
     std::size_t seen_busy = 0;  // busy without a ticket (unpinned requests among them)
     for (std::size_t s = 0; s < b.view.slots.size(); ++s) {
-        if (b.reserved_by[s] == 0 && b.outside_busy[s]) ++seen_busy;
+        if (b.reserved_by[s] != 0) {
+            ++reserved;
+        } else if (b.outside_busy[s]) {
+            ++seen_busy;
+        }
     }
-    taken += seen_busy > b.unpinned_in_flight ? seen_busy - b.unpinned_in_flight : 0;
-    return taken < b.view.slots.size();
+    // Each unpinned request runs on a slot no ticket names, seen busy there or not yet.
+    return reserved + std::max(seen_busy, b.unpinned_in_flight) < b.view.slots.size();
 }
 
 bool registry::has_idle_slot(std::size_t backends) const {
@@ -227,11 +228,11 @@ bool registry::move_reservation(ticket& t, int slot) {
             return false;
         }
         const bool floating = b.floating_slot[from];
-        const auto planned = std::move(b.planned_for[from]);
+        auto planned = std::move(b.planned_for[from]);
         unreserve_locked(b, from);
         b.reserved_by[to] = t.id;
         b.floating_slot[to] = floating;
-        b.planned_for[to] = planned;
+        b.planned_for[to] = std::move(planned);
         b.view.slots[to].busy = true;
         b.view.slots[to].busy_until = b.view.slots[from].busy_until;
         t.p.slot = slot;

@@ -464,47 +464,43 @@ TEST_CASE("registry: a slot's work from warmslot's marks and from GET /slots") {
 
 TEST_CASE("registry: a floating request seen running on its planned slot leaves the others known") {
     one_backend f(3);
-    auto& reg = f.reg;
-    const auto now = f.now;
-    const auto& a = f.a;
-    const auto& b = f.b;
-    auto t = reg.reserve(&a, "", a.total_bytes, now);
+    auto t = f.reg.reserve(&f.a, "", f.a.total_bytes, f.now);
     REQUIRE(t.p.slot);
     const auto planned = *t.p.slot;
-    reg.mark_floating(t);
+    f.reg.mark_floating(t);
     // Not sent yet: nothing to see, and while it floats no other slot is pinned.
-    CHECK(reg.unsettled_floating(0) == 0);
-    CHECK_FALSE(reg.settle_floating(0, reading(3, {planned}), now));
-    CHECK_FALSE(reg.preview(&b, "", now).slot);
-    reg.sending(t, now);
-    CHECK(reg.unsettled_floating(0) == 1);
+    CHECK(f.reg.unsettled_floating(0) == 0);
+    CHECK_FALSE(f.reg.settle_floating(0, reading(3, {planned}), f.now));
+    CHECK_FALSE(f.reg.preview(&f.b, "", f.now).slot);
+    f.reg.sending(t, f.now);
+    CHECK(f.reg.unsettled_floating(0) == 1);
     // Its slot idle, another processing: it may be running there.
     const int other = planned == 0 ? 1 : 0;
-    CHECK_FALSE(reg.settle_floating(0, reading(3, {other}), now));
-    CHECK_FALSE(reg.preview(&b, "", now).slot);
+    CHECK_FALSE(f.reg.settle_floating(0, reading(3, {other}), f.now));
+    CHECK_FALSE(f.reg.preview(&f.b, "", f.now).slot);
     // An unpinned request runs too: it may be on the planned slot.
-    reg.begin_unpinned(0);
-    CHECK(reg.unsettled_floating(0) == 0);
-    CHECK_FALSE(reg.settle_floating(0, reading(3, {planned}), now));
-    reg.end_unpinned(0);
+    f.reg.begin_unpinned(0);
+    CHECK(f.reg.unsettled_floating(0) == 0);
+    CHECK_FALSE(f.reg.settle_floating(0, reading(3, {planned}), f.now));
+    f.reg.end_unpinned(0);
     // Seen on its planned slot: that one stays busy, the others are planned on again.
-    CHECK(reg.settle_floating(0, reading(3, {planned}), now));
-    CHECK(reg.unsettled_floating(0) == 0);
-    auto next = reg.reserve(&b, "", b.total_bytes, now);
+    CHECK(f.reg.settle_floating(0, reading(3, {planned}), f.now));
+    CHECK(f.reg.unsettled_floating(0) == 0);
+    auto next = f.reg.reserve(&f.b, "", f.b.total_bytes, f.now);
     REQUIRE(next.p.slot);
     CHECK(*next.p.slot != planned);
-    reg.cancel(next);
+    f.reg.cancel(next);
     // A second floating request, not seen yet, makes them unknown again; its end does not
     // undo the first one's settlement.
-    auto second = reg.reserve(&b, "", b.total_bytes, now);
+    auto second = f.reg.reserve(&f.b, "", f.b.total_bytes, f.now);
     REQUIRE(second.p.slot);
-    reg.mark_floating(second);
-    CHECK_FALSE(reg.preview(&b, "", now).slot);
-    reg.cancel(second);
-    CHECK(reg.preview(&b, "", now).slot);
+    f.reg.mark_floating(second);
+    CHECK_FALSE(f.reg.preview(&f.b, "", f.now).slot);
+    f.reg.cancel(second);
+    CHECK(f.reg.preview(&f.b, "", f.now).slot);
     // Ended: its slot takes plans again, and nothing floats.
-    reg.complete(t, &a, stats(0, 2000), now);
-    const auto after = reg.preview(&a, "", now);
+    f.reg.complete(t, &f.a, stats(0, 2000), f.now);
+    const auto after = f.reg.preview(&f.a, "", f.now);
     REQUIRE(after.slot);
     CHECK(*after.slot == planned);
 }
