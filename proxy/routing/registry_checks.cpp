@@ -180,8 +180,15 @@ registry::ahead_state registry::ahead(int backend, int slot, const fingerprint& 
                            common_levels(b.view.slots[own].held, request.levels) >= need;
     for (std::size_t i = 0; i < b.reserved_by.size(); ++i) {
         if (i == own || (own_holds && i > own) || b.reserved_by[i] == 0 || !shares(i)) continue;
-        // A higher slot whose request waits for its turn too may be waiting for this one.
-        if (i > own && b.waiting_turn[i]) continue;
+        // A higher slot whose request waits for its turn too, and would count this slot as
+        // ahead of it (this slot holds or is being prepared with its prefix): it waits for
+        // this one, so this one goes. One that would not is not waiting for this one.
+        const auto waits_for_own = [&] {
+            return own < b.view.slots.size() &&
+                   (common_levels(b.view.slots[own].held, b.planned_for[i]) >= need ||
+                    (b.preparing[own] && common_levels(b.planned_for[own], b.planned_for[i]) >= need));
+        };
+        if (i > own && b.waiting_turn[i] && waits_for_own()) continue;
         if (b.sent_at[i] == clock::time_point{}) {
             out.unsent = true;
         } else {

@@ -553,3 +553,23 @@ TEST_CASE("registry: a reservation moves only to an idle slot nobody holds") {
     CHECK(views[0].slots[static_cast<std::size_t>(from)].held.empty());
     f.reg.cancel(other);
 }
+
+TEST_CASE("registry: a higher slot's request waiting for its turn is ahead when it does not wait for this one") {
+    one_backend f(2);
+    auto low = f.reg.reserve(&f.a, "", f.a.total_bytes, f.now);
+    auto high = f.reg.reserve(&f.a, "", f.a.total_bytes, f.now);
+    REQUIRE(low.p.slot);
+    REQUIRE(high.p.slot);
+    if (*low.p.slot > *high.p.slot) std::swap(low, high);
+    // The higher slot was prepared with the document; the lower one could not be (empty).
+    f.reg.set_held(high, f.a.levels, 6000);
+    CHECK(f.reg.ahead(0, *low.p.slot, f.a).unsent);
+    // Its request marks itself waiting for a moment (it waits for nothing: no lower slot holds
+    // the document): the lower one still waits for it to run there.
+    f.reg.set_waiting_turn(high, true);
+    CHECK(f.reg.ahead(0, *high.p.slot, f.a).empty());
+    CHECK(f.reg.ahead(0, *low.p.slot, f.a).unsent);
+    f.reg.set_waiting_turn(high, false);
+    f.reg.cancel(low);
+    f.reg.cancel(high);
+}
