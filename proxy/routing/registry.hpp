@@ -247,7 +247,8 @@ public:
     };
     // A request waiting for its turn (service/floating_order.cpp) marks its slot meanwhile. Two
     // such requests may each count the other's slot as ahead (one holds its prefix, the other
-    // does not); among waiting ones only the lower slot counts as ahead, so one of them goes.
+    // does not); among two that wait for each other only the lower slot counts as ahead, so
+    // one of them goes. A higher one that waits, but not for this slot, stays ahead.
     void sending(const ticket& t, clock::time_point now);
     ahead_state ahead(int backend, int slot, const fingerprint& request) const;
     void set_waiting_turn(const ticket& t, bool on);

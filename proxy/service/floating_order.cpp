@@ -9,8 +9,9 @@
 // holding its prefix. So a request waits until the requests of the slots that would take it
 // (routing::registry::ahead) are running there. A prepared slot waits only for lower ones, an
 // unprepared one for every slot holding its prefix; two requests with different prefixes could
-// then wait for each other (one's slot holds the other's prefix), so among requests waiting here
-// only the lower slot counts as ahead: the wait-for order is the slot order, no cycle.
+// then wait for each other (one's slot holds the other's prefix), so among two requests waiting
+// here for each other only the lower slot counts as ahead: no cycle. A higher request that waits,
+// but not for this one, stays ahead.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
