@@ -33,7 +33,7 @@
 #include "config/source.hpp"
 #include "http/server.hpp"
 #include "routing/registry.hpp"
-#include "service/monitor.hpp"
+#include "monitor/monitor.hpp"
 #include "service/pipeline.hpp"
 
 namespace warmslot::app {
@@ -135,7 +135,7 @@ private:
     one_thread file_thread_;              // slot files copied between replicas' directories
     one_thread control_;                  // reloads: file reads, index opens
     routing::registry registry_;
-    service::monitor monitor_;
+    monitoring::monitor monitor_;
     tier::disk_tier disk_;
     service::pipeline pipeline_;
     http_server::server server_;

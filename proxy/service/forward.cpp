@@ -422,7 +422,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
     };
     // A backend that may have fallen asleep since its last check (llama-server
     // --sleep-idle-seconds empties its slots) is checked first: the request is then planned on
-    // what its slots hold (service/monitor_sleep.cpp).
+    // what its slots hold (monitor/monitor_sleep.cpp).
     for (std::size_t i = 0; i < known; ++i) {
         const int idx = static_cast<int>(i);
         if (reg_.drowsy(idx)) co_await await_checks(cfg, idx, st, out, "sleep check");

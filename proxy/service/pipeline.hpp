@@ -20,6 +20,7 @@
 #include "api/timings.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
+#include "endpoints/endpoints.hpp"
 #include "http/server.hpp"
 #include "rewrite/rewrite.hpp"
 #include "routing/registry.hpp"
@@ -94,10 +95,10 @@ struct admission {
     api::error_kind kind = api::error_kind::backend_unavailable;
 };
 
-// Starts supervised backends that are stopped (app/supervisor); optional.
-class starter {
+// Starts supervised backends that are stopped (app/supervisor); optional. What it says of
+// their states goes to warmslot's own endpoints (endpoints::backend_states).
+class starter : public endpoints::backend_states {
 public:
-    virtual ~starter() = default;
     // Before a request is planned: starts the stopped on-demand backends that could serve
     // `model` and waits, within their start_timeout, until one of them is healthy. A backend
     // of a swap group may first need another member drained, saved and stopped. `gone` says
@@ -108,11 +109,6 @@ public:
                                       std::string tenant, std::function<bool()> gone) = 0;
     // A request was placed on `backend` (for idle_stop).
     virtual void used(int backend) = 0;
-    // "stopped", "starting", "running" or "draining" for a supervised backend.
-    virtual std::string state_of(int backend) const = 0;
-    // The swap groups for the status page ([] when none) and their counters for /metrics.
-    virtual nlohmann::json swap_status() const = 0;
-    virtual std::string swap_metrics() const = 0;
 };
 
 class pipeline {
@@ -202,9 +198,12 @@ private:
     std::optional<rewrite::result> apply_rewrites(http_server::exchange& ex, nlohmann::json& body,
                                                   outcome& out);
     awaitable<void> explain(http_server::exchange& ex, outcome& out, nlohmann::json& body);
-    // The dashboard (service/dashboard.cpp): its page and status JSON, and what it remembers of
-    // each request (called where the access line is written).
+    // warmslot's own endpoints (endpoints/), answered in service/record.cpp: the dashboard's
+    // page and status JSON; reply() writes what they answer.
     awaitable<void> dashboard(http_server::exchange& ex, outcome& out);
+    awaitable<void> reply(http_server::exchange& ex, outcome& out, endpoints::answer a);
+    endpoints::sources own_sources(const outcome& out) const;
+    // What the dashboard remembers of each request (called where the access line is written).
     void record(const http_server::exchange& ex, const outcome& out, const nlohmann::json& body,
                 double ms);
     awaitable<void> fail(http_server::exchange& ex, outcome& out, api::error_kind kind,

@@ -15,12 +15,12 @@
 #include <utility>
 
 #include "routing/observations.hpp"
-#include "service/monitor.hpp"
+#include "monitor/monitor.hpp"
 #include "upstream/llama_client.hpp"
 #include "upstream/router_call.hpp"
 #include "util/log.hpp"
 
-namespace warmslot::service {
+namespace warmslot::monitoring {
 namespace {
 
 constexpr std::chrono::milliseconds metrics_timeout{5000};
@@ -142,4 +142,4 @@ awaitable<std::optional<std::string>> monitor::router_state(config::backend b) {
     co_return upstream::read_router_state(r.body, model);
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::monitoring

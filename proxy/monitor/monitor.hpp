@@ -25,7 +25,7 @@
 #include "routing/registry.hpp"
 #include "upstream/pool.hpp"
 
-namespace warmslot::service {
+namespace warmslot::monitoring {
 
 class monitor {
 public:
@@ -59,7 +59,7 @@ private:
         std::string identity;         // the last full identity
         std::int64_t last_task = -1;  // highest task id its slots showed (routing::latest_task)
         net::steady_timer* timer = nullptr;  // the watch's pause, while it waits
-        // A backend that sleeps (service/monitor_sleep.cpp):
+        // A backend that sleeps (monitor/monitor_sleep.cpp):
         bool asleep = false;                  // /props said so at the last check
         bool metrics_warned = false;          // its /metrics did not answer (logged once)
         bool saved_quiet = false;             // on_quiet was called in this quiet period
@@ -81,7 +81,7 @@ private:
     // For a backend that sleeps: whether this check leaves its slots unread (it sleeps, or
     // nothing ran there since the last check), keeping track of how long it has been quiet.
     awaitable<bool> let_sleep(config::backend b, std::size_t backend, bool sleeping);
-    // A router's model that the router has not loaded (service/monitor_sleep.cpp).
+    // A router's model that the router has not loaded (monitor/monitor_sleep.cpp).
     awaitable<bool> router_unloaded(config::backend b, std::size_t backend);
     // What the router's GET /models says of the model: "loaded", "loading", "unloaded",
     // "sleeping", ...; "" when it does not list the model; std::nullopt without an answer.
@@ -104,4 +104,4 @@ private:
     quiet_fn on_quiet_;
 };
 
-}  // namespace warmslot::service
+}  // namespace warmslot::monitoring

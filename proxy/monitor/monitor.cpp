@@ -1,4 +1,4 @@
-#include "service/monitor.hpp"
+#include "monitor/monitor.hpp"
 
 #include "util/log.hpp"
 
@@ -11,7 +11,7 @@
 #include "routing/observations.hpp"
 #include "upstream/llama_client.hpp"
 
-namespace warmslot::service {
+namespace warmslot::monitoring {
 namespace {
 
 using nlohmann::json;
@@ -380,4 +380,4 @@ awaitable<std::optional<bool>> monitor::probe_stable_slots(config::backend b, st
     co_return stable;
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::monitoring

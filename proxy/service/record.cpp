@@ -1,13 +1,14 @@
-// The dashboard: GET /warmslot/ (the page), GET /warmslot/<file> (its script and style sheet,
-// built into the binary) and GET /warmslot/status (the JSON the page and `warmslot status`
-// read; it needs an API key when keys are set, the page's files hold no data and do not).
-// The JSON is built by status/status.cpp from the registry, the disk index (read on the index
-// thread) and the activity that record() feeds once per request.
+// What the dashboard remembers of each request (record(), where the access line is written),
+// and the answers of warmslot's own endpoints (endpoints/), written here: GET /warmslot/ (the
+// page), /warmslot/<file> (its script and style sheet), /warmslot/status (the JSON the page
+// and `warmslot status` read; it needs an API key when keys are set, the page's files hold no
+// data and do not), /health, /metrics and /v1/models across several backends.
 #include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "api/json_parse.hpp"
 #include "api/endpoints.hpp"
+#include "endpoints/endpoints.hpp"
 #include "service/pipeline.hpp"
 #include "status/assets.hpp"
 #include "status/status.hpp"
@@ -40,19 +41,6 @@ std::string warm_preview(const std::string& body) {
         }
     }
     return status::preview_text(best, status::preview_chars);
-}
-
-std::vector<status::disk_dir> disk_dirs(const config::config& cfg,
-                                        std::vector<tier::disk_listing> listed) {
-    std::vector<status::disk_dir> out;
-    for (auto& l : listed) {
-        status::disk_dir d{l.dir, {}, cfg.cache.max_disk, std::move(l.files)};
-        for (const auto& b : cfg.backends) {
-            if (!b.retired && b.slot_save_path == l.dir) d.backends.push_back(b.name);
-        }
-        out.push_back(std::move(d));
-    }
-    return out;
 }
 
 }  // namespace
@@ -101,63 +89,71 @@ void pipeline::record(const http_server::exchange& ex, const outcome& out,
 }
 
 awaitable<void> pipeline::dashboard(http_server::exchange& ex, outcome& out) {
-    const auto& cfg = *out.cfg;
-    auto path = api::path_of(std::string_view(ex.request.target()));
-    if (!cfg.dashboard.enabled) {
+    const auto path = api::path_of(std::string_view(ex.request.target()));
+    if (!out.cfg->dashboard.enabled) {
         co_await fail(ex, out, api::error_kind::not_found,
                       "the dashboard is off (dashboard.enabled: false)");
         co_return;
     }
-    if (path == "/warmslot/status") {
-        status::status_input in;
-        in.cfg = &cfg;
-        in.views = reg_.snapshot();
-        for (std::size_t i = 0; i < in.views.size(); ++i) {
-            in.infos.push_back(reg_.info(static_cast<int>(i)));
-            in.asleep.push_back(reg_.asleep(static_cast<int>(i)));
-            in.held.push_back(held_for(*holds_, static_cast<int>(i)));
-        }
-        in.totals = reg_.totals();
-        if (disk_) in.totals.prompt_tokens_processed += disk_->primed_tokens_total();
-        if (disk_) in.disk = disk_dirs(cfg, co_await disk_->listing());
-        in.now_ms = unix_ms();
-        in.now = routing::clock::now();
-        // An admin sees every tenant; anyone else only what its tenant's requests did.
-        const bool all = !out.caller || out.caller->role == config::key_role::admin;
-        in.activity = activity_.view(in.now_ms, all ? nullptr : &out.caller->tenant);
-        in.tenant = all ? nullptr : &out.caller->tenant;
-        out.status = 200;
-        auto doc = status::build_status(in);
-        if (starter_) doc["swaps"] = starter_->swap_status();
-        auto ec = co_await http_server::write_json(
-            ex, 200, doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-            cfg.timeouts.stream_idle);
+    if (path != "/warmslot/status") {
+        co_await reply(ex, out, endpoints::dashboard_file(path));
+        co_return;
+    }
+    // An admin sees every tenant; anyone else only what its tenant's requests did.
+    const bool all = !out.caller || out.caller->role == config::key_role::admin;
+    const auto holds = holds_;
+    co_await reply(ex, out,
+                   co_await endpoints::status_json(
+                       own_sources(out), activity_, all ? nullptr : &out.caller->tenant,
+                       [holds](int backend) { return held_for(*holds, backend); }));
+}
+
+// Writes an answer of warmslot's own endpoints (endpoints/endpoints.hpp).
+awaitable<void> pipeline::reply(http_server::exchange& ex, outcome& out, endpoints::answer a) {
+    const auto& cfg = *out.cfg;
+    if (a.error) {
+        co_await fail(ex, out, *a.error, std::move(a.body));
+        co_return;
+    }
+    out.status = a.status;
+    if (a.json()) {
+        const auto ec =
+            co_await http_server::write_json(ex, a.status, std::move(a.body), cfg.timeouts.stream_idle);
         if (ec) ex.keep_alive = false;
         co_return;
     }
-    const auto name = path == "/warmslot" || path == "/warmslot/" ? std::string_view("index.html")
-                                                                  : path.substr(10);
-    const auto asset = status::find_asset(name);
-    if (!asset) {
-        co_await fail(ex, out, api::error_kind::not_found, "unknown endpoint " + std::string(path));
-        co_return;
-    }
-    http::response<http::string_body> res{http::status::ok, 11};
-    res.set(http::field::content_type, asset->content_type);
+    http::response<http::string_body> res{static_cast<http::status>(a.status), 11};
+    res.set(http::field::content_type, a.content_type);
     res.set(http::field::cache_control, "no-store");
-    // Everything the page needs comes from warmslot itself.
-    res.set("Content-Security-Policy",
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-            "connect-src 'self'; frame-ancestors 'none'");
+    for (const auto& [name, value] : a.headers) res.set(name, value);
     res.set("X-Content-Type-Options", "nosniff");
+    for (const auto& [name, value] : ex.response_headers) res.set(name, value);
     res.set("X-Warmslot-Request-Id", ex.id);
     res.keep_alive(ex.keep_alive);
-    res.body() = std::string(asset->body);
+    res.body() = std::move(a.body);
     res.prepare_payload();
-    out.status = 200;
     ex.client->expires_after(cfg.timeouts.stream_idle);
-    auto [ec, n] = co_await http::async_write(*ex.client, res, nothrow);
+    const auto ec = co_await http_server::write_message(*ex.client, res);
+    ex.client->expires_never();
     if (ec) ex.keep_alive = false;
+}
+
+endpoints::sources pipeline::own_sources(const outcome& out) const {
+    return {out.cfg.get(), &reg_, disk_, starter_, refusals_};
+}
+
+awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
+    // Without a valid key (the header checks of service/gate.cpp), no backend is named or asked.
+    co_await reply(ex, out,
+                   co_await endpoints::health(own_sources(out), *pools_[ex.worker], out.caller != nullptr));
+}
+
+awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
+    co_await reply(ex, out, co_await endpoints::models(own_sources(out), *pools_[ex.worker]));
+}
+
+awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
+    co_await reply(ex, out, endpoints::metrics(own_sources(out)));
 }
 
 }  // namespace warmslot::service

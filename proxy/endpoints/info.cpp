@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "service/pipeline.hpp"
+#include "endpoints/endpoints.hpp"
 #include "upstream/llama_client.hpp"
 
-namespace warmslot::service {
+namespace warmslot::endpoints {
 namespace {
 
 constexpr std::chrono::milliseconds probe_timeout{3000};
@@ -26,26 +26,22 @@ void gauge(std::string& out, std::string_view name, std::string_view help, doubl
 
 }  // namespace
 
-awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
-    const auto& cfg = *out.cfg;
-    if (!out.caller) {  // no valid key (the header checks of service/gate.cpp)
+awaitable<answer> health(sources s, upstream::pool& pool, bool with_backends) {
+    const auto& cfg = *s.cfg;
+    const auto views = s.reg->snapshot();
+    answer a;
+    if (!with_backends) {
         // A client without the key gets the bare status, from what the monitor last saw: no
         // backend names or URLs, and no request to any backend on its behalf.
-        const auto views = reg_.snapshot();
         bool any_ok = false;
         for (std::size_t i = 0; i < cfg.backends.size() && i < views.size(); ++i) {
             any_ok = any_ok || (!cfg.backends[i].retired && views[i].healthy);
         }
-        out.status = any_ok ? 200 : 503;
-        const nlohmann::json report = {{"status", any_ok ? "ok" : "unavailable"}};
-        auto ec = co_await http_server::write_json(ex, out.status, report.dump(),
-                                                   cfg.timeouts.stream_idle);
-        if (ec) ex.keep_alive = false;
-        co_return;
+        a.status = any_ok ? 200 : 503;
+        a.body = nlohmann::json{{"status", any_ok ? "ok" : "unavailable"}}.dump();
+        co_return a;
     }
-    auto& pool = *pools_[ex.worker];
     nlohmann::json backends = nlohmann::json::array();
-    const auto views = reg_.snapshot();
     bool any_ok = false;
     for (std::size_t i = 0; i < cfg.backends.size(); ++i) {
         const auto& b = cfg.backends[i];
@@ -58,32 +54,31 @@ awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
                             {"http_status", r.status}, {"routing", views[i].pinning},
                             {"slots", views[i].slots.size()}});
     }
-    nlohmann::json report = {{"status", any_ok ? "ok" : "unavailable"},
-                             {"warmslot", {{"status", "ok"}}},
-                             {"backends", backends}};
-    out.status = any_ok ? 200 : 503;
-    auto ec =
-        co_await http_server::write_json(ex, out.status, report.dump(), cfg.timeouts.stream_idle);
-    if (ec) ex.keep_alive = false;
+    const nlohmann::json report = {{"status", any_ok ? "ok" : "unavailable"},
+                                   {"warmslot", {{"status", "ok"}}},
+                                   {"backends", backends}};
+    a.status = any_ok ? 200 : 503;
+    a.body = report.dump();
+    co_return a;
 }
 
 // The union of every backend's /v1/models, each model once.
-awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
-    const auto& cfg = *out.cfg;
-    auto& pool = *pools_[ex.worker];
+awaitable<answer> models(sources s, upstream::pool& pool) {
+    const auto& cfg = *s.cfg;
+    auto& reg = *s.reg;
     nlohmann::json data = nlohmann::json::array();
     std::vector<std::string> seen;
-    const auto views = reg_.snapshot();
+    const auto views = reg.snapshot();
     for (std::size_t i = 0; i < cfg.backends.size(); ++i) {
         const auto& b = cfg.backends[i];
         if (b.retired) continue;
         // Supervised: warmslot's own state of the process; else what the monitor last saw.
         std::string state =
-            starter_ && b.supervised()
-                ? starter_->state_of(static_cast<int>(i))
+            s.states && b.supervised()
+                ? s.states->state_of(static_cast<int>(i))
                 : (i < views.size() && views[i].healthy ? "running" : "unavailable");
         // A router's model the router has not loaded: a request loads it.
-        if (!b.router.empty() && state == "running" && reg_.asleep(static_cast<int>(i)))
+        if (!b.router.empty() && state == "running" && reg.asleep(static_cast<int>(i)))
             state = "unloaded";
         // A stopped process has no port to ask (another program may have it now).
         const bool ask = state != "stopped" && state != "draining";
@@ -112,15 +107,14 @@ awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {
                 {{"id", name}, {"object", "model"}, {"owned_by", b.name}, {"state", state}});
         }
     }
-    out.status = 200;
-    nlohmann::json body = {{"object", "list"}, {"data", data}};
-    auto ec = co_await http_server::write_json(ex, 200, body.dump(), cfg.timeouts.stream_idle);
-    if (ec) ex.keep_alive = false;
+    answer a;
+    a.body = nlohmann::json{{"object", "list"}, {"data", data}}.dump();
+    co_return a;
 }
 
-awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
-    const auto& cfg = *out.cfg;
-    const auto c = reg_.totals();
+answer metrics(const sources& s) {
+    const auto c = s.reg->totals();
+    const auto* disk = s.disk;
     std::string text;
     text += "# HELP warmslot_requests_total Routed requests by planned route.\n"
             "# TYPE warmslot_requests_total counter\n";
@@ -130,7 +124,7 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     }
     // Priming is prompt work warmslot asked for: counted as processed (so the counter matches
     // the backends' own llamacpp:prompt_tokens_total) and on its own.
-    const std::uint64_t primed = disk_ ? disk_->primed_tokens_total() : 0;
+    const std::uint64_t primed = disk ? disk->primed_tokens_total() : 0;
     counter(text, "warmslot_prompt_tokens_processed_total",
             "Prompt tokens the backends computed for requests through warmslot, warmslot's own "
             "priming included.",
@@ -142,7 +136,7 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     counter(text, "warmslot_disk_listings_total",
             "Reads of the disk tier's indexes for status and the dashboard (none while no index "
             "changed).",
-            static_cast<double>(disk_ ? disk_->listing_reads() : 0));
+            static_cast<double>(disk ? disk->listing_reads() : 0));
     counter(text, "warmslot_prompt_tokens_reused_total",
             "Prompt tokens the backends reused from their slots.",
             static_cast<double>(c.prompt_tokens_reused));
@@ -162,13 +156,13 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     for (std::size_t r = 0; r < cache::bring_results; ++r) {
         const auto result = static_cast<cache::bring_result>(r);
         text += fmt::format("warmslot_replica_files_total{{result=\"{}\"}} {}\n",
-                            cache::name(result), disk_ ? disk_->replica_files_total(result) : 0);
+                            cache::name(result), disk ? disk->replica_files_total(result) : 0);
     }
     text += "# HELP warmslot_shared_files_total Calls to the shared tier (cache.shared_dir): "
             "publishes after a save and fetches on a miss, by what came of them.\n"
             "# TYPE warmslot_shared_files_total counter\n";
     const auto shared =
-        disk_ ? disk_->shared_files_total() : std::map<std::string, std::uint64_t>{};
+        disk ? disk->shared_files_total() : std::map<std::string, std::uint64_t>{};
     for (const auto& [op, results] :
          {std::pair{"publish", std::vector<const char*>{"published", "present", "too_big",
                                                          "missing", "no_room", "too_slow",
@@ -184,7 +178,7 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     counter(text, "warmslot_shared_evictions_total",
             "Entries this warmslot evicted from the shared tier to keep it within "
             "cache.shared_max_disk.",
-            static_cast<double>(disk_ ? disk_->shared_evictions_total() : 0));
+            static_cast<double>(disk ? disk->shared_evictions_total() : 0));
     gauge(text, "warmslot_slots_reserved",
           "Slots reserved now for a request or for warmslot's own work on them (priming, "
           "saving, restoring, probing); 0 whenever warmslot is idle.",
@@ -199,22 +193,13 @@ awaitable<void> pipeline::metrics(http_server::exchange& ex, outcome& out) {
     for (std::size_t r = 0; r < http_server::refusal_kinds; ++r) {
         const auto why = static_cast<http_server::refusal>(r);
         text += fmt::format("warmslot_requests_refused_total{{reason=\"{}\"}} {}\n",
-                            http_server::name(why), refusals_ ? refusals_->count(why) : 0);
+                            http_server::name(why), s.refusals ? s.refusals->count(why) : 0);
     }
-    if (starter_) text += starter_->swap_metrics();
-    http::response<http::string_body> res{http::status::ok, 11};
-    res.set(http::field::content_type, "text/plain; version=0.0.4");
-    res.set(http::field::cache_control, "no-store");
-    res.set("X-Content-Type-Options", "nosniff");
-    for (const auto& [name, value] : ex.response_headers) res.set(name, value);
-    res.set("X-Warmslot-Request-Id", ex.id);
-    res.keep_alive(ex.keep_alive);
-    res.body() = std::move(text);
-    res.prepare_payload();
-    out.status = 200;
-    ex.client->expires_after(cfg.timeouts.stream_idle);
-    auto [ec, n] = co_await http::async_write(*ex.client, res, nothrow);
-    if (ec) ex.keep_alive = false;
+    if (s.states) text += s.states->swap_metrics();
+    answer a;
+    a.content_type = "text/plain; version=0.0.4";
+    a.body = std::move(text);
+    return a;
 }
 
-}  // namespace warmslot::service
+}  // namespace warmslot::endpoints
