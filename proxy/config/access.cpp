@@ -14,6 +14,13 @@ bool tenant_char(char c) {
            c == '_' || c == '-';
 }
 
+bool has_space_or_control(std::string_view key) {
+    return std::any_of(key.begin(), key.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u <= 0x20 || u == 0x7f;
+    });
+}
+
 }  // namespace
 
 void reader::read_api_keys(const entry& e, config& c) const {
@@ -75,6 +82,32 @@ key_grant reader::read_key_grant(const entry& e, std::string& key) const {
                   }}});
     if (!have_key) fail(e.line, child_path(e.path, "key"), "is required");
     return out;
+}
+
+// Never puts the key, or any part of it, into an error message.
+std::string reader::read_api_key(const entry& e) const {
+    if (!e.node.IsScalar())
+        fail(e.line, e.path, "expected a string, found " + std::string(kind_of(e.node)));
+    const std::string& text = e.node.Scalar();
+    const std::optional<std::string> variable = env_reference(text);
+    if (!variable) {
+        if (text.find("${") != std::string::npos)
+            fail(e.line, e.path,
+                 "malformed environment reference; write the whole value as ${NAME}");
+        check_api_key(e, text, "key");
+        return text;
+    }
+    std::optional<std::string> value = env_ ? env_(*variable) : std::nullopt;
+    if (!value) fail(e.line, e.path, "environment variable " + *variable + " is not set");
+    if (value->empty()) fail(e.line, e.path, "environment variable " + *variable + " is empty");
+    check_api_key(e, *value, "key from environment variable " + *variable);
+    return std::move(*value);
+}
+
+void reader::check_api_key(const entry& e, const std::string& key, const std::string& from) const {
+    if (key.size() < 8) fail(e.line, e.path, from + " is too short (at least 8 characters)");
+    if (has_space_or_control(key))
+        fail(e.line, e.path, from + " must not contain spaces or control characters");
 }
 
 // {tenant: size, "*": size}: a budget per tenant; "*" for every tenant not named.

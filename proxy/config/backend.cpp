@@ -321,52 +321,6 @@ void reader::default_slot_paths(config& c, const entry& top, int backends_line) 
     }
 }
 
-// The shared tier keeps files of its own naming beside manifests; a slot directory's index
-// deletes every slot file it has no row for. One directory cannot be both.
-void reader::check_shared_dir(const entry& cache, const config& c) const {
-    if (c.cache.shared_dir.empty()) return;
-    const int line = line_of(cache.node["shared_dir"], cache.line);
-    const std::string path = child_path(cache.path, "shared_dir");
-    for (const auto& b : c.backends) {
-        if (b.slot_save_path == c.cache.shared_dir)
-            fail(line, path,
-                 "is backend " + b.name + "'s slot directory; give it a directory of its own");
-    }
-    if (c.cache.shared_dir == c.cache.dir)
-        fail(line, path, "is cache.dir; give it a directory of its own");
-}
-
-// llama-server's RAM prompt cache hands a slot whichever cached state shares most with a new
-// prompt, whoever's request left it: under isolation it must be off (--cache-ram 0, which
-// warmslot adds to the commands it starts unless they set it themselves).
-void reader::check_isolation(const entry& cache, const config& c) const {
-    if (!c.cache.isolated()) return;
-    const int line = line_of(cache.node["isolation"], cache.line);
-    const std::string path = child_path(cache.path, "isolation");
-    if (c.cache.shared_across_tenants)
-        fail(line, path,
-             "tenant isolation and cache.shared_across_tenants: true contradict each other");
-    for (const auto& b : c.backends) {
-        const auto& argv = b.command;
-        for (std::size_t i = 0; i < argv.size(); ++i) {
-            std::string value;
-            if (argv[i] == "--cache-ram" || argv[i] == "-cram") {
-                value = i + 1 < argv.size() ? argv[i + 1] : "";
-            } else if (argv[i].starts_with("--cache-ram=")) {
-                value = argv[i].substr(std::string_view("--cache-ram=").size());
-            } else {
-                continue;
-            }
-            if (value != "0")
-                fail(line, path,
-                     "backend " + b.name + " runs llama-server with --cache-ram " + value +
-                         ": its RAM prompt cache gives a slot any tenant's cached state; "
-                         "tenant isolation needs --cache-ram 0 (or leave the flag out: warmslot "
-                         "adds it)");
-        }
-    }
-}
-
 }  // namespace warmslot::config::detail
 
 namespace warmslot::config {

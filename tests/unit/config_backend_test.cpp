@@ -279,3 +279,48 @@ TEST_CASE("cache.isolation: shared by default; tenant refuses what would undo it
     };
     for (const auto& b : bad) check_rejected(b);
 }
+
+TEST_CASE("config: backends are validated") {
+    const bad_case cases[] = {
+        {"backends: []\n", "backends", 1, "non-empty list of backends, found an empty list"},
+        {"backends:\n", "backends", 1, "found no value"},
+        {"backends: http://h:1\n", "backends", 1, "found a scalar"},
+        {"backends:\n  - http://h:1\n", "backends[0]", 2, "expected a map with name and url"},
+        {"backends:\n  - url: http://h:1\n", "backends[0].name", 2, "is required"},
+        {"backends:\n  - name: a\n", "backends[0].url", 2, "is required"},
+        {"backends:\n  - name: a b\n    url: http://h:1\n", "backends[0].name", 2,
+         "1 to 64 characters"},
+        {"backends:\n  - name: \"\"\n    url: http://h:1\n", "backends[0].name", 2,
+         "1 to 64 characters"},
+        {"backends:\n  - name: " + std::string(65, 'x') + "\n    url: http://h:1\n",
+         "backends[0].name", 2, "1 to 64 characters"},
+        {"backends:\n  - name: [a]\n", "backends[0].name", 2, "expected a name, found a list"},
+        {"backends:\n  - {name: a, url: http://h:1}\n  - {name: a, url: http://h:2}\n",
+         "backends[1].name", 3, "duplicate backend name \"a\" (also backends[0])"},
+        {"backends:\n  - name: a\n    url: https://h:1\n", "backends[0].url", 3,
+         "https is not supported"},
+        {"backends:\n  - name: a\n    url: ftp://h:1\n", "backends[0].url", 3,
+         "must start with http://"},
+        {"backends:\n  - name: a\n    url: h:1\n", "backends[0].url", 3, "must start with http://"},
+        {"backends:\n  - name: a\n    url: http://h:1/v1\n", "backends[0].url", 3,
+         "must not have a path"},
+        {"backends:\n  - name: a\n    url: http://h:1//\n", "backends[0].url", 3,
+         "must not have a path"},
+        {"backends:\n  - name: a\n    url: http://h:1/?x=1\n", "backends[0].url", 3,
+         "must not have a query"},
+        {"backends:\n  - name: a\n    url: http://u:p@h:1\n", "backends[0].url", 3,
+         "must not contain user info"},
+        {"backends:\n  - name: a\n    url: http://h:0\n", "backends[0].url", 3,
+         "port must be a number from 1 to 65535"},
+        {"backends:\n  - name: a\n    url: http://h:70000\n", "backends[0].url", 3,
+         "port must be a number from 1"},
+        {"backends:\n  - name: a\n    url: http://:8080\n", "backends[0].url", 3, "missing host"},
+        {"backends:\n  - name: a\n    url: http://bad_host:1\n", "backends[0].url", 3,
+         "invalid host name"},
+        {"backends:\n  - name: a\n    url: http://::1:80\n", "backends[0].url", 3,
+         "needs brackets"},
+        {"backends:\n  - name: a\n    url: {host: h}\n", "backends[0].url", 3,
+         "expected a URL, found a map"},
+    };
+    for (const bad_case& c : cases) warmslot::test::check_rejected_keeping_secrets(c);
+}
