@@ -225,7 +225,7 @@ public:
     // The ticket's slot is being prepared (restored, primed, saved) through several calls,
     // between which llama-server sees it idle: a request sent without id_slot could take it
     // there (its task queued until a slot frees, or picked among idle ones). Such requests wait
-    // while `preparing` says so (service/forward.cpp); the mark ends with the ticket, or with
+    // while `preparing` says so (service/send.cpp); the mark ends with the ticket, or with
     // set_preparing(t, false) once llama-server has started the request itself.
     void set_preparing(const ticket& t, bool on);
     bool preparing(int backend) const;

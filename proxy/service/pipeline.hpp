@@ -33,7 +33,11 @@ namespace warmslot::service {
 
 class watch_list;
 class wakeup_hub;
-struct prompt_view;  // service/forward.cpp
+struct forwarding;    // service/forwarding.hpp: one forwarded request
+struct backend_try;   // one backend tried for it
+struct send_result;
+enum class try_step;
+enum class hold_end;
 class stream_keeper;  // service/keepalive.hpp
 struct router_switches;  // service/router_room.cpp
 std::shared_ptr<router_switches> make_router_switches();
@@ -174,9 +178,6 @@ private:
                                   forward_state& st);
     awaitable<void> clear_adapter_kv(upstream::pool& pool, const config::config& cfg, int backend,
                                      routing::ticket& t, bool floating);
-    // What send() returns besides the index of a backend to check.
-    static constexpr int sent_done = -1;
-    static constexpr int sent_failed = -2;
     std::function<std::string()> progress_source(int backend, int slot, std::size_t total,
                                                  api::api_shape shape, std::string id,
                                                  std::string model);
@@ -184,10 +185,17 @@ private:
                                       const routing::fingerprint* fp,
                                       const api::prompt_stats& stats,
                                       const cache::token_chain& chain);
-    awaitable<int> send(http_server::exchange& ex, outcome& out, forward_state& st,
-                        routing::reservation& r, const prompt_view& view,
-                        const nlohmann::json* body, std::int64_t waited_ms, bool may_recheck,
-                        bool takes_slot);
+    // Forwarding (service/forward.cpp: the plan and its rounds; service/send.cpp: each try).
+    routing::ticket plan_now(forwarding& f, bool allow_wait);
+    awaitable<bool> admit(forwarding& f, admission& admitted);
+    awaitable<void> ready_backends(forwarding& f);
+    awaitable<send_result> run_rounds(forwarding& f);
+    awaitable<hold_end> hold_until_idle(forwarding& f);
+    awaitable<void> fail_unsent(forwarding& f, const send_result& last);
+    awaitable<send_result> send(forwarding& f, bool may_recheck);
+    awaitable<try_step> prepare_slot(forwarding& f, backend_try& bt, bool may_recheck);
+    awaitable<void> prepare_prefix(forwarding& f, backend_try& bt);
+    awaitable<try_step> deliver(forwarding& f, backend_try& bt, bool may_recheck);
     awaitable<void> models(http_server::exchange& ex, outcome& out);
     awaitable<void> metrics(http_server::exchange& ex, outcome& out);
     awaitable<void> health(http_server::exchange& ex, outcome& out);
