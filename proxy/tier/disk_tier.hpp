@@ -298,6 +298,16 @@ private:
                                 const cache::token_chain& chain, bool judged, bool floating,
                                 std::optional<std::size_t> slot_common, bool defer,
                                 bool conversation, const std::string& tenant);
+    // The steps of a miss (tier/disk_miss.cpp), on its state as it goes.
+    struct miss_state;
+    awaitable<void> find_for_miss(miss_state& m);
+    void choose_due(miss_state& m);
+    void prepare_elsewhere(miss_state& m);  // a floating request's
+    awaitable<disk_action> restore_found(upstream::pool& pool, miss_state& m);
+    // The tokens of the longest file in the backend's own directory that holds a start of
+    // `chain`; 0 when none does.
+    awaitable<std::uint64_t> longest_own_file(int backend, cache::index* idx,
+                                              const cache::token_chain& chain);
     // A conversation's own file (cache.conversation_files, tier/disk_after.cpp): on a model that
     // cuts its KV anywhere, the request's whole prompt (to its last whole block) is left due for
     // save_after_answer when it has grown past `have` (the tokens of the longest file holding its
