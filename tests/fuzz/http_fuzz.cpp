@@ -1,4 +1,4 @@
-// libFuzzer target: arbitrary bytes from a client to warmslot's HTTP server (http/server.cpp):
+// libFuzzer target: arbitrary bytes from a client to warmslot's HTTP server (http/):
 // the header and body parsers under their limits, 100-continue, the screen, error answers,
 // keep-alive and pipelining, and the lingering close. The real server runs on its own thread on
 // loopback port 0 with a small handler; each input is written on a new connection whose sending
