@@ -18,12 +18,14 @@
 #include "http/server.hpp"
 #include "routing/registry.hpp"
 #include "service/pipeline.hpp"
+#include "eventually.hpp"
 #include "stub_upstream.hpp"
 
 namespace warmslot {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 using testing::stub_upstream;
 using response = http::response<http::string_body>;
 using request = http::request<http::string_body>;
@@ -32,15 +34,6 @@ using stream_parser = http::response_parser<http::string_body>;
 constexpr auto op_deadline = 5s;  // any single client operation
 
 // --- waiting and leak checks ---------------------------------------------------------------
-
-bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(2ms);  // poll interval, not a wait for an outcome
-    }
-    return true;
-}
 
 std::size_t open_fds() {
     std::size_t n = 0;
