@@ -1,0 +1,361 @@
+// The disk tier against the fake llama-server: warmslot as the app runs it (monitor, disk tier,
+// pipeline) in this process, slot files in a temporary directory. Assertions are on what the
+// fake was asked, the files it holds, the proxy's headers and its status JSON and counters.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "tier_harness.hpp"
+
+namespace warmslot::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::size_t doc_bytes = 2000;
+
+fake_options in_dir(fake_options o, const fs::path& dir, const std::string& name) {
+    o.slot_dir = (dir / ("slots-" + name)).string();
+    fs::create_directories(o.slot_dir);
+    if (o.model_path.empty()) o.model_path = (dir / "model.gguf").string();
+    return o;
+}
+
+// One fake backend "a" and warmslot in front of it, ready to plan.
+struct one_backend {
+    temp_dir tmp;
+    fake_llama fake;
+    tier_proxy proxy;
+    explicit one_backend(fake_options o = {}, std::function<void(config::config&)> tune = {})
+        : fake(in_dir(std::move(o), tmp.path, "a")), proxy(make(fake, tmp, tune)) {
+        REQUIRE(eventually([&] { return proxy.ready(0); }, 5s));
+    }
+    static config::config make(const fake_llama& f, const temp_dir& t,
+                               const std::function<void(config::config&)>& tune) {
+        auto c = tier_config({backend_for("a", f)}, t.path.string());
+        if (tune) tune(c);
+        return c;
+    }
+};
+
+fake_options slots(int n) {
+    fake_options o;
+    o.slots = n;
+    return o;
+}
+
+json timings_of(const http_reply& r) {
+    const auto j = json::parse(r.body, nullptr, false);
+    return j.is_object() && j.contains("timings") ? j["timings"] : json();
+}
+
+std::string filename_of(const fake_call& c) {
+    return json::parse(c.body, nullptr, false).value("filename", "");
+}
+
+std::vector<fake_call> answered(std::vector<fake_call> calls, unsigned status) {
+    std::erase_if(calls, [&](const fake_call& c) { return c.status != status; });
+    return calls;
+}
+
+std::vector<std::string> bin_files(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        const auto name = e.path().filename().string();
+        if (name.starts_with("ws-") && name.ends_with(".bin")) out.push_back(name);
+    }
+    return out;
+}
+
+// The tokens a slot file holds (the fake writes llama.cpp's sequence-state layout).
+std::vector<int> file_tokens(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    const std::string b{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const auto u32 = [&](std::size_t at) {
+        std::uint32_t v = 0;
+        for (int i = 3; i >= 0; --i)
+            v = v << 8 | static_cast<unsigned char>(b[at + static_cast<std::size_t>(i)]);
+        return v;
+    };
+    std::vector<int> out;
+    if (b.size() < 12) return out;
+    for (std::uint32_t i = 0; i < u32(8); ++i) out.push_back(static_cast<int>(u32(12 + 4 * i)));
+    return out;
+}
+
+std::uint64_t tokens_in(const std::string& disk_header, const std::string& verb) {
+    const auto at = disk_header.find(verb + " ");
+    if (at == std::string::npos) return 0;
+    return std::stoull(disk_header.substr(at + verb.size() + 1));
+}
+
+}  // namespace
+
+TEST_CASE("tier: a request's stable prefix is primed, saved from its slot and indexed") {
+    one_backend b;
+    const auto body = chat_body(document(1, doc_bytes), "What is on line 3?");
+    const auto r = b.proxy.chat(body);
+    REQUIRE(r.status == 200);
+    CAPTURE(r.headers);
+    const auto disk = r.header("x-warmslot-disk");
+    REQUIRE(disk.starts_with("snapshot "));
+    const auto n = tokens_in(disk, "snapshot");
+    const auto prompt = prompt_tokens(body);
+    CHECK(n > doc_bytes);
+    CHECK(n < prompt.size());
+
+    const auto saves = answered(b.fake.calls("save"), 200);
+    REQUIRE(saves.size() == 1);
+    CHECK(std::to_string(saves[0].slot) == r.header("x-warmslot-slot"));
+    const auto file = filename_of(saves[0]);
+    CHECK(file.starts_with("ws-"));
+    // The file holds exactly the prefix: the prompt's first n tokens.
+    const auto held = file_tokens(fs::path(b.fake.options().slot_dir) / file);
+    REQUIRE(held.size() == n);
+    CHECK(std::equal(held.begin(), held.end(), prompt.begin()));
+    // The priming ran on the same slot before the request, and the request reused it.
+    const auto chats = b.fake.calls("/v1/chat/completions");
+    REQUIRE(chats.size() == 1);
+    CHECK(saves[0].at < chats[0].at);
+    CHECK(timings_of(r)["cache_n"] == n);
+    CHECK(r.header("x-warmslot-primed-tokens") == std::to_string(n));
+
+    const auto files = b.proxy.indexed_files();
+    REQUIRE(files.count(b.fake.options().slot_dir) == 1);
+    const auto& listed = files.at(b.fake.options().slot_dir);
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0]["file"] == file);
+    CHECK(listed[0]["tokens"] == n);
+}
+
+TEST_CASE("tier: a prefix is restored into its slot after another prompt overwrote it") {
+    one_backend b(slots(1));
+    const auto doc = document(1, doc_bytes);
+    const auto first = b.proxy.chat(chat_body(doc, "Question one?"));
+    REQUIRE(first.header("x-warmslot-disk").starts_with("snapshot "));
+    const auto n = tokens_in(first.header("x-warmslot-disk"), "snapshot");
+    const auto file = filename_of(answered(b.fake.calls("save"), 200).at(0));
+
+    const auto other = b.proxy.chat(chat_body(document(2, doc_bytes), "Question two?"));
+    REQUIRE(other.status == 200);
+    const auto other_prompt = prompt_tokens(chat_body(document(2, doc_bytes), "Question two?"));
+    CHECK(b.fake.slot_tokens(0).size() >= other_prompt.size());  // doc 1 is gone from the slot
+
+    const auto before = b.fake.calls("restore").size();
+    const auto body = chat_body(doc, "Question three?");
+    const auto again = b.proxy.chat(body);
+    REQUIRE(again.status == 200);
+    CAPTURE(again.headers);
+    CHECK(again.header("x-warmslot-route").starts_with("miss"));
+    CHECK(again.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
+    const auto restores = b.fake.calls("restore");
+    REQUIRE(restores.size() == before + 1);
+    CHECK(restores.back().slot == 0);
+    CHECK(filename_of(restores.back()) == file);
+    CHECK(restores.back().status == 200);
+    // The request reused the restored prefix and computed only its own question.
+    CHECK(timings_of(again)["cache_n"] == n);
+    CHECK(timings_of(again)["prompt_n"] == prompt_tokens(body).size() - n);
+}
+
+TEST_CASE(
+    "tier: a slot holding the prefix and more is kept until rollbacks prove costly, then "
+    "restored") {
+    // A hybrid model without checkpoints: a prompt that parts from the slot's inside what it
+    // holds is computed in full. warmslot cannot know that before it has seen it once.
+    fake_options o = slots(1);
+    o.reuse = fake_options::rollback::extension_only;
+    one_backend b(o);
+    const auto doc = document(3, doc_bytes);
+    const auto first = b.proxy.chat(chat_body(doc, "First question?"));
+    REQUIRE(first.header("x-warmslot-disk").starts_with("snapshot "));
+    const auto n = tokens_in(first.header("x-warmslot-disk"), "snapshot");
+    const auto restores = b.fake.calls("restore").size();  // the snapshot's own reload
+
+    const auto second = b.proxy.chat(chat_body(doc, "Second question?"));
+    CAPTURE(second.headers);
+    CHECK(second.header("x-warmslot-route").starts_with("hit"));
+    CHECK(second.header("x-warmslot-disk").starts_with("slot kept: "));
+    CHECK(b.fake.calls("restore").size() == restores);
+    CHECK(timings_of(second)["cache_n"] == 0);  // the fake rolled back to nothing
+
+    const auto body = chat_body(doc, "Third question?");
+    const auto third = b.proxy.chat(body);
+    CAPTURE(third.headers);
+    CHECK(third.header("x-warmslot-disk")
+              .starts_with("restored " + std::to_string(n) + " tokens, cheaper than a rollback"));
+    REQUIRE(b.fake.calls("restore").size() == restores + 1);
+    CHECK(timings_of(third)["cache_n"] == n);
+    CHECK(timings_of(third)["prompt_n"] == prompt_tokens(body).size() - n);
+}
+
+TEST_CASE("tier: on a hybrid model run without checkpoints the file is restored the first time") {
+    fake_options o = slots(1);
+    o.reuse = fake_options::rollback::extension_only;
+    o.architecture = "qwen35";
+    one_backend b(o, [](config::config& c) { c.backends[0].ctx_checkpoints = 0; });
+    const auto doc = document(4, doc_bytes);
+    const auto first = b.proxy.chat(chat_body(doc, "First question?"));
+    REQUIRE(first.header("x-warmslot-disk").starts_with("snapshot "));
+    const auto n = tokens_in(first.header("x-warmslot-disk"), "snapshot");
+    const auto second = b.proxy.chat(chat_body(doc, "Second question?"));
+    CAPTURE(second.headers);
+    CHECK(second.header("x-warmslot-disk")
+              .starts_with("restored " + std::to_string(n) + " tokens, cheaper than a rollback"));
+    CHECK(timings_of(second)["cache_n"] == n);
+}
+
+TEST_CASE("tier: a failed save leaves no file and no row; the request is answered") {
+    one_backend b(slots(1));
+    b.fake.fail("save", 500, "failed to save slot: write error", 1);
+    const auto r = b.proxy.chat(chat_body(document(5, doc_bytes), "Question?"));
+    CAPTURE(r.headers);
+    CHECK(r.status == 200);
+    REQUIRE(b.fake.calls("save").size() == 1);
+    CHECK(b.fake.calls("save")[0].status == 500);
+    CHECK(r.header("x-warmslot-disk").empty());
+    CHECK(b.fake.calls("restore").empty());
+    // What the broken write left is removed, and nothing is indexed.
+    CHECK(eventually([&] { return bin_files(b.fake.options().slot_dir).empty(); }, 2s));
+    const auto files = b.proxy.indexed_files();
+    CHECK((files.empty() || files.begin()->second.empty()));
+    // The next request on the same prefix is still answered from the slot.
+    const auto again = b.proxy.chat(chat_body(document(5, doc_bytes), "Another?"));
+    CHECK(again.status == 200);
+    CHECK(again.header("x-warmslot-route").starts_with("hit"));
+}
+
+TEST_CASE("tier: a restore that fails keeps the file when it is intact and drops it when damaged") {
+    one_backend b(slots(1));
+    const auto doc = document(6, doc_bytes);
+    const auto first = b.proxy.chat(chat_body(doc, "Q1?"));
+    const auto n = tokens_in(first.header("x-warmslot-disk"), "snapshot");
+    REQUIRE(n > 0);
+    const auto file = filename_of(answered(b.fake.calls("save"), 200).at(0));
+    const auto dir = b.fake.options().slot_dir;
+    REQUIRE(b.proxy.chat(chat_body(document(7, doc_bytes), "Q2?")).status == 200);
+
+    SUBCASE("a 500: kept, and restored on the next miss") {
+        b.fake.fail("restore", 500, "internal error", 1);
+        const auto r = b.proxy.chat(chat_body(doc, "Q3?"));
+        CAPTURE(r.headers);
+        CHECK(r.status == 200);
+        CHECK(r.header("x-warmslot-disk") == "restore failed, file kept, recomputed");
+        CHECK(timings_of(r)["cache_n"] == 0);  // the failed restore emptied the slot
+        CHECK(fs::exists(fs::path(dir) / file));
+        REQUIRE(b.proxy.chat(chat_body(document(7, doc_bytes), "Q4?")).status == 200);
+        const auto ok = b.proxy.chat(chat_body(doc, "Q5?"));
+        CHECK(ok.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
+        CHECK(timings_of(ok)["cache_n"] == n);
+    }
+    SUBCASE("a restore slower than cache.slot_call_timeout: kept, the request recomputes") {
+        b.fake.delay("restore", 2500ms, 1);  // slot_call_timeout is 2 s
+        const auto r = b.proxy.chat(chat_body(doc, "Q3?"));
+        CAPTURE(r.headers);
+        CHECK(r.status == 200);
+        CHECK(r.header("x-warmslot-disk") == "restore failed, file kept, recomputed");
+        CHECK(fs::exists(fs::path(dir) / file));
+        const auto files = b.proxy.indexed_files().at(dir);
+        CHECK(std::any_of(files.begin(), files.end(),
+                          [&](const json& f) { return f["file"] == file; }));
+    }
+    SUBCASE("a truncated file: llama-server's 400, the file and its row dropped") {
+        fs::resize_file(fs::path(dir) / file, 100);
+        const auto r = b.proxy.chat(chat_body(doc, "Q3?"));
+        CAPTURE(r.headers);
+        CHECK(r.status == 200);
+        CHECK(r.header("x-warmslot-disk") == "restore failed, file dropped, recomputed");
+        CHECK(b.fake.calls("restore").back().status == 400);
+        CHECK(eventually([&] { return !fs::exists(fs::path(dir) / file); }, 2s));
+        const auto files = b.proxy.indexed_files().at(dir);
+        CHECK(std::none_of(files.begin(), files.end(),
+                           [&](const json& f) { return f["file"] == file; }));
+    }
+}
+
+TEST_CASE("tier: a replica's file is linked into the backend's own directory and restored") {
+    temp_dir tmp;
+    // The same model (content) under two names, the same build and layout: the same identity,
+    // and requests for "fa" or "fb" go to one backend each.
+    fake_options oa = slots(1), ob = slots(1);
+    oa.alias = "fa";
+    ob.alias = "fb";
+    oa.architecture = ob.architecture = "llama";
+    oa.model_path = (tmp.path / "fa.gguf").string();
+    ob.model_path = (tmp.path / "fb.gguf").string();
+    fake_llama a(in_dir(oa, tmp.path, "a")), b(in_dir(ob, tmp.path, "b"));
+    tier_proxy proxy(tier_config({backend_for("a", a), backend_for("b", b)}, tmp.path.string()));
+    REQUIRE(eventually([&] { return proxy.ready(0) && proxy.ready(1); }, 5s));
+
+    const auto doc = document(8, doc_bytes);
+    auto body = chat_body(doc, "Asked on a?");
+    body["model"] = "fa";
+    const auto first = proxy.chat(body);
+    REQUIRE(first.header("x-warmslot-backend") == "a");
+    const auto n = tokens_in(first.header("x-warmslot-disk"), "snapshot");
+    REQUIRE(n > 0);
+    const auto file = filename_of(answered(a.calls("save"), 200).at(0));
+
+    body = chat_body(doc, "Asked on b?");
+    body["model"] = "fb";
+    const auto second = proxy.chat(body);
+    CAPTURE(second.headers);
+    CHECK(second.header("x-warmslot-backend") == "b");
+    CHECK(second.header("x-warmslot-disk") ==
+          "restored " + std::to_string(n) + " tokens (from replica a, linked)");
+    CHECK(b.calls("save").empty());
+    REQUIRE(b.calls("restore").size() == 1);
+    CHECK(filename_of(b.calls("restore")[0]) == file);
+    CHECK(fs::exists(fs::path(b.options().slot_dir) / file));
+    CHECK(timings_of(second)["cache_n"] == n);
+    CHECK(proxy.metrics().find("warmslot_replica_files_total{result=\"linked\"} 1") !=
+          std::string::npos);
+    const auto files = proxy.indexed_files();
+    CHECK(files.at(b.options().slot_dir).size() == 1);
+}
+
+TEST_CASE(
+    "tier: a prefix saved by one warmslot is published to the shared tier and restored by "
+    "another") {
+    temp_dir tmp;
+    const auto shared = tmp.path / "shared";
+    fs::create_directories(shared);
+    fake_options o = slots(1);
+    o.model_path = (tmp.path / "model.gguf").string();
+    fake_llama a(in_dir(o, tmp.path, "a")), b(in_dir(o, tmp.path, "b"));
+    const auto config_for = [&](const fake_llama& f, const std::string& name) {
+        auto c = tier_config({backend_for(name, f)}, (tmp.path / ("state-" + name)).string());
+        c.cache.shared_dir = shared.string();
+        return c;
+    };
+    tier_proxy one(config_for(a, "a"));
+    tier_proxy two(config_for(b, "b"));
+    REQUIRE(eventually([&] { return one.ready(0) && two.ready(0); }, 5s));
+
+    const auto doc = document(9, doc_bytes);
+    const auto first = one.chat(chat_body(doc, "On the first host?"));
+    const auto n = tokens_in(first.header("x-warmslot-disk"), "snapshot");
+    REQUIRE(n > 0);
+    REQUIRE(eventually(
+        [&] {
+            return one.metrics().find(
+                       "warmslot_shared_files_total{op=\"publish\",result=\"published\"} 1") !=
+                   std::string::npos;
+        },
+        5s));
+
+    const auto second = two.chat(chat_body(doc, "On the second host?"));
+    CAPTURE(second.headers);
+    CHECK(second.header("x-warmslot-disk") ==
+          "restored " + std::to_string(n) + " tokens (from the shared tier, copied)");
+    CHECK(b.calls("save").empty());
+    REQUIRE(b.calls("restore").size() == 1);
+    CHECK(timings_of(second)["cache_n"] == n);
+    CHECK(two.indexed_files().at(b.options().slot_dir).size() == 1);
+}
+
+}  // namespace warmslot::testing
