@@ -1,0 +1,228 @@
+// The backend monitor against the fake llama-server: restarts (with and without a moment of
+// refused connections, with the same or another build), outside traffic, unreadable answers and
+// slots that do not keep their contents. What warmslot believes is read from its status JSON;
+// what it did from the fake's record and the answers' headers.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "tier_harness.hpp"
+
+namespace warmslot::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::size_t doc_bytes = 2000;
+
+struct watched {
+    temp_dir tmp;
+    fake_llama fake;
+    tier_proxy proxy;
+    explicit watched(fake_options o, std::chrono::milliseconds interval = 100ms,
+                     bool wait_ready = true)
+        : fake(in_tmp(std::move(o), tmp)), proxy(make(fake, tmp, interval)) {
+        if (wait_ready) REQUIRE(eventually([&] { return proxy.ready(0); }, 5s));
+    }
+    static fake_options in_tmp(fake_options o, const temp_dir& t) {
+        o.slot_dir = (t.path / "slots-a").string();
+        fs::create_directories(o.slot_dir);
+        o.model_path = (t.path / "model.gguf").string();
+        return o;
+    }
+    static config::config make(const fake_llama& f, const temp_dir& t,
+                               std::chrono::milliseconds interval) {
+        auto c = tier_config({backend_for("a", f)}, t.path.string());
+        c.routing.reconcile_interval = interval;
+        return c;
+    }
+    // The first request of `doc`: its prefix primed and saved; returns the prefix's tokens.
+    std::uint64_t first(const std::string& doc) {
+        const auto r = proxy.chat(chat_body(doc, "First?"));
+        REQUIRE(r.status == 200);
+        const auto disk = r.header("x-warmslot-disk");
+        REQUIRE(disk.starts_with("snapshot "));
+        return std::stoull(disk.substr(9));
+    }
+};
+
+fake_options one_slot() {
+    fake_options o;
+    o.slots = 1;
+    return o;
+}
+
+json timings_of(const http_reply& r) {
+    const auto j = json::parse(r.body, nullptr, false);
+    return j.is_object() && j.contains("timings") ? j["timings"] : json();
+}
+
+std::string build_of(const tier_proxy& p) {
+    const auto s = p.status();
+    return s["backends"][0]["build"].is_string() ? s["backends"][0]["build"].get<std::string>()
+                                                 : "";
+}
+
+// The request after a restart must not be sent as a hit into the emptied slot: it is planned
+// as a miss there and the prefix's file is restored first, so llama-server computes only the
+// question.
+void check_restored(watched& w, const std::string& doc, std::uint64_t n) {
+    const auto restores = w.fake.calls("restore").size();
+    const auto body = chat_body(doc, "After the restart?");
+    const auto r = w.proxy.chat(body);
+    CAPTURE(r.headers);
+    CHECK(r.status == 200);
+    CHECK(r.header("x-warmslot-route").starts_with("miss"));
+    CHECK(r.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
+    CHECK(w.fake.calls("restore").size() == restores + 1);
+    CHECK(timings_of(r)["cache_n"] == n);
+    CHECK(timings_of(r)["prompt_n"] == prompt_tokens(body).size() - n);
+}
+
+}  // namespace
+
+TEST_CASE("monitor: a backend that stops answering for a moment is taken to have restarted") {
+    watched w(one_slot());
+    const auto doc = document(11, doc_bytes);
+    const auto n = w.first(doc);
+    REQUIRE(w.proxy.believed_tokens(0, 0) > n);
+
+    w.fake.restart(400ms);
+    // Refused while it is down: a check finds it so; when it answers, its slots are forgotten.
+    REQUIRE(eventually([&] { return !w.proxy.ready(0); }, 3s));
+    REQUIRE(eventually([&] { return w.proxy.ready(0); }, 5s));
+    CHECK(w.proxy.believed_tokens(0, 0) == 0);
+    check_restored(w, doc, n);
+}
+
+TEST_CASE("monitor: a restart between two checks is told by task numbers that began again") {
+    watched w(one_slot());
+    const auto doc = document(12, doc_bytes);
+    const auto n = w.first(doc);
+    REQUIRE(w.proxy.believed_tokens(0, 0) > n);
+    const auto slots_reads = w.fake.calls("/slots").size();
+
+    w.fake.restart();  // no refused connection, the same identity
+    REQUIRE(w.fake.wait_for(
+        [&](const std::vector<fake_call>& calls) {
+            return std::count_if(calls.begin(), calls.end(), [](const fake_call& c) {
+                       return c.key == "/slots" && c.status == 200;
+                   }) > static_cast<long>(slots_reads);
+        },
+        3s));
+    REQUIRE(eventually([&] { return w.proxy.believed_tokens(0, 0) == 0; }, 3s));
+    check_restored(w, doc, n);
+}
+
+TEST_CASE("monitor: a request that meets a restart before any check is planned again") {
+    // Checks are far apart: only the request's own calls can see the restart (the pooled
+    // connection the restart closed).
+    watched w(one_slot(), 30s);
+    const auto doc = document(13, doc_bytes);
+    const auto n = w.first(doc);
+    w.fake.restart();
+    CHECK(w.proxy.believed_tokens(0, 0) > n);  // nothing told warmslot yet
+    check_restored(w, doc, n);
+}
+
+TEST_CASE("monitor: a restart with another build is a new identity: old files are not loaded") {
+    watched w(one_slot());
+    const auto doc = document(14, doc_bytes);
+    const auto n = w.first(doc);
+    const auto old_file = json::parse(w.fake.calls("save").at(0).body)["filename"];
+
+    w.fake.restart(0ms, "b2-fake");
+    REQUIRE(eventually([&] { return build_of(w.proxy) == "b2-fake" && w.proxy.ready(0); }, 5s));
+    CHECK(w.proxy.believed_tokens(0, 0) == 0);
+    const auto restores = w.fake.calls("restore").size();
+    const auto r = w.proxy.chat(chat_body(doc, "After the upgrade?"));
+    CAPTURE(r.headers);
+    CHECK(r.header("x-warmslot-route").starts_with("miss"));
+    CHECK(r.header("x-warmslot-disk") == "snapshot " + std::to_string(n) + " tokens");
+    const auto saves = w.fake.calls("save");
+    REQUIRE(saves.size() == 2);
+    CHECK(json::parse(saves[1].body)["filename"] != old_file);
+    // The only restore is the new snapshot's own reload (the architecture is unknown), of the
+    // new file.
+    for (std::size_t i = restores; i < w.fake.calls("restore").size(); ++i)
+        CHECK(json::parse(w.fake.calls("restore")[i].body)["filename"] != old_file);
+}
+
+TEST_CASE("monitor: a slot another client used is not believed to hold the prefix any more") {
+    watched w(one_slot());
+    const auto doc = document(15, doc_bytes);
+    const auto n = w.first(doc);
+    const auto before = w.proxy.believed_tokens(0, 0);
+    w.fake.put_tokens(0, fake_tokenize("someone else's prompt", true, true));
+    REQUIRE(eventually([&] { return w.proxy.believed_tokens(0, 0) != before; }, 3s));
+    check_restored(w, doc, n);
+}
+
+TEST_CASE(
+    "monitor: an unreadable /slots answer marks the backend unhealthy until it answers properly") {
+    watched w(one_slot());
+    const std::string bad = R"([{"id":"zero","is_processing":false}])";
+    w.fake.script_slots({bad, bad, bad, bad, bad});
+    CHECK(eventually([&] { return !w.proxy.ready(0); }, 3s));
+    CHECK(eventually([&] { return w.proxy.ready(0); }, 5s));
+    const auto r = w.proxy.chat(chat_body(document(16, doc_bytes), "Still there?"));
+    CHECK(r.status == 200);
+    CHECK(r.header("x-warmslot-slot") == "0");
+}
+
+TEST_CASE("monitor: slots that lose their contents between two reads are passed through unrouted") {
+    // The probe's reads: the check's own, the probe's before, the probe's after its two pinned
+    // prompts. The last shows the first probed slot (the higher id) empty, as a server that
+    // moves idle slots into its RAM cache would.
+    fake_options o;
+    o.slots = 2;
+    const std::string idle =
+        R"([{"id":0,"n_ctx":16384,"is_processing":false},{"id":1,"n_ctx":16384,"is_processing":false}])";
+    const std::string cleared =
+        R"([{"id":0,"n_ctx":16384,"is_processing":false,"id_task":1,"n_prompt_tokens":2},)"
+        R"({"id":1,"n_ctx":16384,"is_processing":false,"id_task":0,"n_prompt_tokens":0}])";
+    temp_dir holder;  // scripted before warmslot starts watching
+    auto fake_opts = watched::in_tmp(o, holder);
+    fake_llama fake(fake_opts);
+    fake.script_slots({idle, idle, cleared});
+    tier_proxy proxy(watched::make(fake, holder, 100ms));
+    REQUIRE(eventually(
+        [&] {
+            const auto s = proxy.status();
+            return s.contains("backends") && s["backends"][0].value("healthy", false) &&
+                   !s["backends"][0].value("pass_through_reason", "").empty();
+        },
+        5s));
+    // The probe ran (two pinned prompts, then both slots erased) and found the contents gone;
+    // later checks leave it at that.
+    REQUIRE(fake.wait_for(
+        [](const std::vector<fake_call>& calls) {
+            return std::count_if(calls.begin(), calls.end(), [](const fake_call& c) {
+                       return c.key == "erase" && c.status == 200;
+                   }) == 2;
+        },
+        3s));
+    CHECK(fake.calls("/completion").size() == 2);
+    const auto reads = fake.calls("/slots").size();
+    REQUIRE(fake.wait_for(
+        [&](const std::vector<fake_call>& calls) {
+            return static_cast<std::size_t>(
+                       std::count_if(calls.begin(), calls.end(), [](const fake_call& c) {
+                           return c.key == "/slots" && c.status == 200;
+                       })) >= reads + 2;
+        },
+        3s));
+    CHECK_FALSE(proxy.ready(0));
+    const auto r = proxy.chat(chat_body(document(17, doc_bytes), "Unrouted?"));
+    CHECK(r.status == 200);
+    CHECK(r.header("x-warmslot-slot") == "-");
+    const auto chats = fake.calls("/v1/chat/completions");
+    REQUIRE(chats.size() == 1);
+    CHECK(!json::parse(chats[0].body).contains("id_slot"));
+    CHECK(fake.calls("save").empty());
+}
+
+}  // namespace warmslot::testing
