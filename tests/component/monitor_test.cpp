@@ -73,7 +73,7 @@ void check_restored(watched& w, const std::string& doc, std::uint64_t n) {
     const auto restores = w.fake.calls("restore").size();
     const auto body = chat_body(doc, "After the restart?");
     const auto r = w.proxy.chat(body);
-    CAPTURE(r.headers);
+    CAPTURE(r.head());
     CHECK(r.status == 200);
     CHECK(r.header("x-warmslot-route").starts_with("miss"));
     CHECK(r.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
@@ -139,7 +139,7 @@ TEST_CASE("monitor: a restart with another build is a new identity: old files ar
     CHECK(w.proxy.believed_tokens(0, 0) == 0);
     const auto restores = w.fake.calls("restore").size();
     const auto r = w.proxy.chat(chat_body(doc, "After the upgrade?"));
-    CAPTURE(r.headers);
+    CAPTURE(r.head());
     CHECK(r.header("x-warmslot-route").starts_with("miss"));
     CHECK(r.header("x-warmslot-disk") == "snapshot " + std::to_string(n) + " tokens");
     const auto saves = w.fake.calls("save");

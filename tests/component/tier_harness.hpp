@@ -25,6 +25,11 @@ struct http_reply {
         const auto it = headers.find(lower_name);
         return it == headers.end() ? std::string() : it->second;
     }
+    std::string head() const {  // every header, one a line (for failure messages)
+        std::string out;
+        for (const auto& [name, value] : headers) out += name + ": " + value + "\n";
+        return out;
+    }
 };
 
 // One request on a new connection; a 5 s deadline over all of it. status 0: no answer.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "tier_harness.hpp"
 
@@ -100,7 +101,7 @@ TEST_CASE("tier: a request's stable prefix is primed, saved from its slot and in
     const auto body = chat_body(document(1, doc_bytes), "What is on line 3?");
     const auto r = b.proxy.chat(body);
     REQUIRE(r.status == 200);
-    CAPTURE(r.headers);
+    CAPTURE(r.head());
     const auto disk = r.header("x-warmslot-disk");
     REQUIRE(disk.starts_with("snapshot "));
     const auto n = tokens_in(disk, "snapshot");
@@ -149,7 +150,7 @@ TEST_CASE("tier: a prefix is restored into its slot after another prompt overwro
     const auto body = chat_body(doc, "Question three?");
     const auto again = b.proxy.chat(body);
     REQUIRE(again.status == 200);
-    CAPTURE(again.headers);
+    CAPTURE(again.head());
     CHECK(again.header("x-warmslot-route").starts_with("miss"));
     CHECK(again.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
     const auto restores = b.fake.calls("restore");
@@ -177,7 +178,7 @@ TEST_CASE(
     const auto restores = b.fake.calls("restore").size();  // the snapshot's own reload
 
     const auto second = b.proxy.chat(chat_body(doc, "Second question?"));
-    CAPTURE(second.headers);
+    CAPTURE(second.head());
     CHECK(second.header("x-warmslot-route").starts_with("hit"));
     CHECK(second.header("x-warmslot-disk").starts_with("slot kept: "));
     CHECK(b.fake.calls("restore").size() == restores);
@@ -185,7 +186,7 @@ TEST_CASE(
 
     const auto body = chat_body(doc, "Third question?");
     const auto third = b.proxy.chat(body);
-    CAPTURE(third.headers);
+    CAPTURE(third.head());
     CHECK(third.header("x-warmslot-disk")
               .starts_with("restored " + std::to_string(n) + " tokens, cheaper than a rollback"));
     REQUIRE(b.fake.calls("restore").size() == restores + 1);
@@ -203,7 +204,7 @@ TEST_CASE("tier: on a hybrid model run without checkpoints the file is restored 
     REQUIRE(first.header("x-warmslot-disk").starts_with("snapshot "));
     const auto n = tokens_in(first.header("x-warmslot-disk"), "snapshot");
     const auto second = b.proxy.chat(chat_body(doc, "Second question?"));
-    CAPTURE(second.headers);
+    CAPTURE(second.head());
     CHECK(second.header("x-warmslot-disk")
               .starts_with("restored " + std::to_string(n) + " tokens, cheaper than a rollback"));
     CHECK(timings_of(second)["cache_n"] == n);
@@ -213,7 +214,7 @@ TEST_CASE("tier: a failed save leaves no file and no row; the request is answere
     one_backend b(slots(1));
     b.fake.fail("save", 500, "failed to save slot: write error", 1);
     const auto r = b.proxy.chat(chat_body(document(5, doc_bytes), "Question?"));
-    CAPTURE(r.headers);
+    CAPTURE(r.head());
     CHECK(r.status == 200);
     REQUIRE(b.fake.calls("save").size() == 1);
     CHECK(b.fake.calls("save")[0].status == 500);
@@ -242,7 +243,7 @@ TEST_CASE("tier: a restore that fails keeps the file when it is intact and drops
     SUBCASE("a 500: kept, and restored on the next miss") {
         b.fake.fail("restore", 500, "internal error", 1);
         const auto r = b.proxy.chat(chat_body(doc, "Q3?"));
-        CAPTURE(r.headers);
+        CAPTURE(r.head());
         CHECK(r.status == 200);
         CHECK(r.header("x-warmslot-disk") == "restore failed, file kept, recomputed");
         CHECK(timings_of(r)["cache_n"] == 0);  // the failed restore emptied the slot
@@ -255,7 +256,7 @@ TEST_CASE("tier: a restore that fails keeps the file when it is intact and drops
     SUBCASE("a restore slower than cache.slot_call_timeout: kept, the request recomputes") {
         b.fake.delay("restore", 2500ms, 1);  // slot_call_timeout is 2 s
         const auto r = b.proxy.chat(chat_body(doc, "Q3?"));
-        CAPTURE(r.headers);
+        CAPTURE(r.head());
         CHECK(r.status == 200);
         CHECK(r.header("x-warmslot-disk") == "restore failed, file kept, recomputed");
         CHECK(fs::exists(fs::path(dir) / file));
@@ -266,7 +267,7 @@ TEST_CASE("tier: a restore that fails keeps the file when it is intact and drops
     SUBCASE("a truncated file: llama-server's 400, the file and its row dropped") {
         fs::resize_file(fs::path(dir) / file, 100);
         const auto r = b.proxy.chat(chat_body(doc, "Q3?"));
-        CAPTURE(r.headers);
+        CAPTURE(r.head());
         CHECK(r.status == 200);
         CHECK(r.header("x-warmslot-disk") == "restore failed, file dropped, recomputed");
         CHECK(b.fake.calls("restore").back().status == 400);
@@ -303,7 +304,7 @@ TEST_CASE("tier: a replica's file is linked into the backend's own directory and
     body = chat_body(doc, "Asked on b?");
     body["model"] = "fb";
     const auto second = proxy.chat(body);
-    CAPTURE(second.headers);
+    CAPTURE(second.head());
     CHECK(second.header("x-warmslot-backend") == "b");
     CHECK(second.header("x-warmslot-disk") ==
           "restored " + std::to_string(n) + " tokens (from replica a, linked)");
@@ -349,13 +350,92 @@ TEST_CASE(
         5s));
 
     const auto second = two.chat(chat_body(doc, "On the second host?"));
-    CAPTURE(second.headers);
+    CAPTURE(second.head());
     CHECK(second.header("x-warmslot-disk") ==
           "restored " + std::to_string(n) + " tokens (from the shared tier, copied)");
     CHECK(b.calls("save").empty());
     REQUIRE(b.calls("restore").size() == 1);
     CHECK(timings_of(second)["cache_n"] == n);
     CHECK(two.indexed_files().at(b.options().slot_dir).size() == 1);
+}
+
+TEST_CASE(
+    "tier: on a full-attention model a streamed request runs at once and its prefix is saved after "
+    "the answer") {
+    fake_options o = slots(1);
+    o.architecture = "llama";
+    one_backend b(o);
+    const auto doc = document(20, doc_bytes);
+    const auto body = chat_body(doc, "Streamed?", true);
+    const auto r = b.proxy.chat(body);
+    CAPTURE(r.head());
+    REQUIRE(r.status == 200);
+    CHECK(r.body.find("data: [DONE]") != std::string::npos);
+    const auto disk = r.header("x-warmslot-disk");
+    REQUIRE(disk.ends_with(" tokens after the answer"));
+    const auto n = tokens_in(disk, "snapshot");
+    REQUIRE(n > doc_bytes);
+    CHECK(r.header("x-warmslot-primed-tokens").empty());  // nothing primed before it
+    CHECK(b.fake.calls("/completion").empty());
+
+    // After the answer: the slot checked idle and holding the prompt and answer, then saved.
+    REQUIRE(b.fake.wait_for(
+        [](const std::vector<fake_call>& calls) {
+            return std::any_of(calls.begin(), calls.end(), [](const fake_call& c) {
+                return c.key == "save" && c.status == 200;
+            });
+        },
+        3s));
+    const auto save = b.fake.calls("save").at(0);
+    CHECK(save.at > b.fake.calls("/v1/chat/completions").at(0).at);
+    const auto dir = b.fake.options().slot_dir;
+    const auto held = file_tokens(fs::path(dir) / filename_of(save));
+    const auto prompt = prompt_tokens(body);
+    CHECK(held.size() == prompt.size() + 1);  // the prompt and the answer but its last token
+    CHECK(std::equal(prompt.begin(), prompt.end(), held.begin()));
+    REQUIRE(eventually([&] { return b.proxy.indexed_files()[dir].size() == 1; }, 2s));
+    CHECK(b.proxy.indexed_files()[dir][0]["tokens"] == n);  // the row covers the prefix
+
+    REQUIRE(b.proxy.chat(chat_body(document(21, doc_bytes), "Other?")).status == 200);
+    const auto again = b.proxy.chat(chat_body(doc, "Again?"));
+    CAPTURE(again.head());
+    CHECK(again.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
+    CHECK(timings_of(again)["cache_n"] >= n);
+}
+
+// However warmslot places the second (waiting for the first's slot, or restoring the file the
+// first is saving into the other slot), the prefix is computed once.
+TEST_CASE("tier: two requests on one new prefix at once compute it once") {
+    one_backend b(slots(2));
+    b.fake.delay("save", 300ms,
+                 1);  // the first request's save is still running when the second plans
+    const auto doc = document(22, doc_bytes);
+    http_reply first, second;
+    std::thread other([&] { first = b.proxy.chat(chat_body(doc, "One?")); });
+    REQUIRE(b.fake.wait_for(
+        [](const std::vector<fake_call>& calls) {
+            return std::any_of(calls.begin(), calls.end(),
+                               [](const fake_call& c) { return c.key == "save"; });
+        },
+        3s));
+    second = b.proxy.chat(chat_body(doc, "Two?"));
+    other.join();
+    CAPTURE(first.head());
+    CAPTURE(second.head());
+    REQUIRE(first.status == 200);
+    REQUIRE(second.status == 200);
+    const auto n = tokens_in(first.header("x-warmslot-disk"), "snapshot");
+    REQUIRE(n > 0);
+    CHECK(answered(b.fake.calls("save"), 200).size() == 1);
+    // Everything llama-server computed for both: the priming once, then each question.
+    const auto computed = [](const http_reply& r) {
+        const auto primed = r.header("x-warmslot-primed-tokens");
+        return timings_of(r)["prompt_n"].get<std::uint64_t>() +
+               (primed.empty() ? 0 : std::stoull(primed));
+    };
+    const auto questions = prompt_tokens(chat_body(doc, "One?")).size() - n +
+                           prompt_tokens(chat_body(doc, "Two?")).size() - n;
+    CHECK(computed(first) + computed(second) <= n + questions);
 }
 
 }  // namespace warmslot::testing
