@@ -116,9 +116,10 @@ struct fake_llama::impl {
     }
 
     // The old process ends: its listener and connections close, its slots are gone.
-    void end_process(std::optional<std::string> build) {
+    // With `keep_listening` the listener stays (a restart too quick to be seen refusing).
+    void end_process(std::optional<std::string> build, bool keep_listening) {
         error_code ignored;
-        acceptor.close(ignored);
+        if (!keep_listening) acceptor.close(ignored);
         for (auto& w : sockets) {
             if (auto s = w.lock()) {
                 s->shutdown(tcp::socket::shutdown_both, ignored);
@@ -130,10 +131,8 @@ struct fake_llama::impl {
     }
 
     awaitable<void> come_back(std::chrono::milliseconds down) {
-        if (down.count() > 0) {
-            net::steady_timer timer(ctx, down);
-            co_await timer.async_wait(nothrow);
-        }
+        net::steady_timer timer(ctx, down);
+        co_await timer.async_wait(nothrow);
         acceptor = tcp::acceptor(ctx);
         open();
     }
@@ -189,8 +188,8 @@ void fake_llama::restart(std::chrono::milliseconds down, std::optional<std::stri
     std::promise<void> emptied;
     auto done = emptied.get_future();
     net::post(impl_->ctx, [this, down, build_info, &emptied]() mutable {
-        impl_->end_process(std::move(build_info));
-        net::co_spawn(impl_->ctx, impl_->come_back(down), net::detached);
+        impl_->end_process(std::move(build_info), down.count() == 0);
+        if (down.count() > 0) net::co_spawn(impl_->ctx, impl_->come_back(down), net::detached);
         emptied.set_value();
     });
     done.wait();

@@ -98,7 +98,8 @@ class fake_llama {
     // Outside traffic: the slot now holds `tokens`, as if another client ran a task there.
     void put_tokens(int slot, std::vector<int> tokens);
     // A restart: every connection closes, the listener is closed for `down` (connections are
-    // refused), then a new process answers: slots empty and never used, task numbers from 0,
+    // refused; with 0 it stays open, a restart too quick to be seen refusing), then a new
+    // process answers: slots empty and never used, task numbers from 0,
     // `build_info` replaced when given (another build: a new identity).
     void restart(std::chrono::milliseconds down = std::chrono::milliseconds(0),
                  std::optional<std::string> build_info = std::nullopt);

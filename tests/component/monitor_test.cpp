@@ -82,6 +82,12 @@ void check_restored(watched& w, const std::string& doc, std::uint64_t n) {
     CHECK(timings_of(r)["prompt_n"] == prompt_tokens(body).size() - n);
 }
 
+std::size_t count_answered(const std::vector<fake_call>& calls, const std::string& key) {
+    return static_cast<std::size_t>(std::count_if(
+        calls.begin(), calls.end(),
+        [&](const fake_call& c) { return c.key == key && c.method == "GET" && c.status == 200; }));
+}
+
 }  // namespace
 
 TEST_CASE("monitor: a backend that stops answering for a moment is taken to have restarted") {
@@ -223,6 +229,43 @@ TEST_CASE("monitor: slots that lose their contents between two reads are passed 
     REQUIRE(chats.size() == 1);
     CHECK(!json::parse(chats[0].body).contains("id_slot"));
     CHECK(fake.calls("save").empty());
+}
+
+TEST_CASE(
+    "monitor: a slot /slots shows busy with a task warmslot did not send is waited for, not "
+    "pinned") {
+    watched w(one_slot());
+    const auto doc = document(18, doc_bytes);
+    const auto n = w.first(doc);
+    const auto held = w.proxy.believed_tokens(0, 0);
+    // Past warmslot's own tail of the first request (a busy slot right after it is its own).
+    auto reads = w.fake.calls("/slots").size();
+    REQUIRE(w.fake.wait_for(
+        [&](const std::vector<fake_call>& c) { return count_answered(c, "/slots") >= reads + 4; },
+        3s));
+    const std::string busy =
+        R"([{"id":0,"n_ctx":16384,"is_processing":true,"id_task":9,"n_prompt_tokens":)" +
+        std::to_string(held) + "}]";
+    reads = w.fake.calls("/slots").size();
+    w.fake.script_slots({busy, busy, busy, busy});
+    REQUIRE(w.fake.wait_for(
+        [&](const std::vector<fake_call>& c) { return count_answered(c, "/slots") > reads; }, 3s));
+
+    const auto r = w.proxy.chat(chat_body(doc, "While it is busy?"));
+    CAPTURE(r.head());
+    CHECK(r.status == 200);
+    const auto all = w.fake.calls();
+    std::vector<fake_call> slot_reads, chats;
+    for (const auto& c : all) {
+        if (c.key == "/slots" && c.method == "GET") slot_reads.push_back(c);
+        if (c.key == "/v1/chat/completions") chats.push_back(c);
+    }
+    REQUIRE(chats.size() == 2);
+    REQUIRE(slot_reads.size() >= reads + 5);
+    // Sent only once a read showed the slot idle again, then pinned there as the hit it is.
+    CHECK(chats[1].at > slot_reads[reads + 3].at);
+    CHECK(json::parse(chats[1].body)["id_slot"] == 0);
+    CHECK(timings_of(r)["cache_n"].get<std::uint64_t>() >= n);
 }
 
 }  // namespace warmslot::testing

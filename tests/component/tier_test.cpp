@@ -438,4 +438,95 @@ TEST_CASE("tier: two requests on one new prefix at once compute it once") {
     CHECK(computed(first) + computed(second) <= n + questions);
 }
 
+TEST_CASE("tier: over cache.max_disk the index and the directory lose the same files") {
+    one_backend b(slots(1), [](config::config& c) { c.cache.max_disk = 60000; });  // two files
+    const auto dir = b.fake.options().slot_dir;
+    std::string last;
+    for (int doc = 30; doc < 34; ++doc) {
+        const auto r = b.proxy.chat(chat_body(document(doc, doc_bytes), "Q?"));
+        CAPTURE(r.head());
+        REQUIRE(r.header("x-warmslot-disk").starts_with("snapshot "));
+        last = filename_of(answered(b.fake.calls("save"), 200).back());
+    }
+    CHECK(answered(b.fake.calls("save"), 200).size() == 4);
+    std::vector<std::string> listed;
+    std::uint64_t bytes = 0;
+    const auto files = b.proxy.indexed_files().at(dir);
+    for (const auto& f : files) {
+        listed.push_back(f["file"].get<std::string>());
+        bytes += f["bytes"].get<std::uint64_t>();
+    }
+    std::sort(listed.begin(), listed.end());
+    auto on_disk = bin_files(dir);
+    std::sort(on_disk.begin(), on_disk.end());
+    CHECK(listed == on_disk);
+    CHECK(listed.size() == 2);
+    CHECK(bytes <= 60000);
+    CHECK(std::find(listed.begin(), listed.end(), last) != listed.end());
+}
+
+TEST_CASE("tier: a warmslot started again finds its files; a stray file is removed") {
+    temp_dir tmp;
+    fake_llama fake(in_dir(slots(1), tmp.path, "a"));
+    const auto dir = fake.options().slot_dir;
+    const auto doc = document(35, doc_bytes);
+    std::uint64_t n = 0;
+    {
+        tier_proxy proxy(tier_config({backend_for("a", fake)}, tmp.path.string()));
+        REQUIRE(eventually([&] { return proxy.ready(0); }, 5s));
+        n = tokens_in(proxy.chat(chat_body(doc, "Before?")).header("x-warmslot-disk"), "snapshot");
+        REQUIRE(n > 0);
+    }
+    std::ofstream(fs::path(dir) / "ws-00000000deadbeef.bin") << "left over";
+    fake.restart();  // the slot is empty: only the file can bring the prefix back
+    tier_proxy proxy(tier_config({backend_for("a", fake)}, tmp.path.string()));
+    REQUIRE(eventually([&] { return proxy.ready(0); }, 5s));
+    CHECK(!fs::exists(fs::path(dir) / "ws-00000000deadbeef.bin"));
+    CHECK(proxy.indexed_files().at(dir).size() == 1);
+    const auto r = proxy.chat(chat_body(doc, "After?"));
+    CAPTURE(r.head());
+    CHECK(r.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
+    CHECK(timings_of(r)["cache_n"] == n);
+}
+
+TEST_CASE("tier: a restart while a restore runs leaves the file indexed and the request answered") {
+    one_backend b(slots(1));
+    const auto doc = document(36, doc_bytes);
+    const auto n =
+        tokens_in(b.proxy.chat(chat_body(doc, "Q1?")).header("x-warmslot-disk"), "snapshot");
+    REQUIRE(n > 0);
+    const auto file = filename_of(answered(b.fake.calls("save"), 200).at(0));
+    REQUIRE(b.proxy.chat(chat_body(document(37, doc_bytes), "Q2?")).status == 200);
+    const auto restores = b.fake.calls("restore").size();
+    b.fake.delay("restore", 1500ms, 1);
+    http_reply r;
+    std::thread client([&] { r = b.proxy.chat(chat_body(doc, "Q3?")); });
+    const bool started = b.fake.wait_for(
+        [&](const std::vector<fake_call>& c) {
+            return std::count_if(c.begin(), c.end(), [](const fake_call& x) {
+                       return x.key == "restore";
+                   }) > static_cast<long>(restores);
+        },
+        3s);
+    b.fake.restart();
+    client.join();
+    REQUIRE(started);
+    CAPTURE(r.head());
+    CAPTURE(r.body);
+    CHECK(r.status == 200);
+    // The dropped restore was a sign of a restart: the request was planned again on the new
+    // process, where the file was restored.
+    CHECK(r.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
+    CHECK(timings_of(r)["cache_n"] == n);
+    CHECK(b.fake.calls("restore").back().status == 200);
+    CHECK(fs::exists(fs::path(b.fake.options().slot_dir) / file));
+    const auto files = b.proxy.indexed_files().at(b.fake.options().slot_dir);
+    CHECK(
+        std::any_of(files.begin(), files.end(), [&](const json& f) { return f["file"] == file; }));
+    // The request ran on the new process: whatever warmslot did, what it believes of the slot
+    // is what the slot holds.
+    CHECK(eventually([&] { return b.proxy.believed_tokens(0, 0) == b.fake.slot_tokens(0).size(); },
+                     3s));
+}
+
 }  // namespace warmslot::testing
