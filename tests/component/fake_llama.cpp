@@ -117,7 +117,8 @@ struct fake_llama::impl {
 
     // The old process ends: its listener and connections close, its slots are gone.
     // With `keep_listening` the listener stays (a restart too quick to be seen refusing).
-    void end_process(std::optional<std::string> build, bool keep_listening) {
+    void end_process(std::optional<std::string> build, std::optional<int> slots,
+                     bool keep_listening) {
         error_code ignored;
         if (!keep_listening) acceptor.close(ignored);
         for (auto& w : sockets) {
@@ -127,7 +128,7 @@ struct fake_llama::impl {
             }
         }
         sockets.clear();
-        model.restart(std::move(build));
+        model.restart(std::move(build), slots);
     }
 
     awaitable<void> come_back(std::chrono::milliseconds down) {
@@ -149,7 +150,7 @@ fake_llama::~fake_llama() {
 }
 
 std::uint16_t fake_llama::port() const { return impl_->port; }
-const fake_options& fake_llama::options() const { return impl_->model.options(); }
+fake_options fake_llama::options() const { return impl_->model.options(); }
 std::vector<fake_call> fake_llama::calls() const { return impl_->model.calls(); }
 
 std::vector<fake_call> fake_llama::calls(std::string_view key) const {
@@ -182,13 +183,14 @@ void fake_llama::put_tokens(int slot, std::vector<int> tokens) {
     impl_->model.put_tokens(slot, std::move(tokens));
 }
 
-void fake_llama::restart(std::chrono::milliseconds down, std::optional<std::string> build_info) {
+void fake_llama::restart(std::chrono::milliseconds down, std::optional<std::string> build_info,
+                         std::optional<int> slots) {
     // Done on the fake's thread; returns once the new process's slots are empty (the listener
     // comes back `down` later).
     std::promise<void> emptied;
     auto done = emptied.get_future();
-    net::post(impl_->ctx, [this, down, build_info, &emptied]() mutable {
-        impl_->end_process(std::move(build_info), down.count() == 0);
+    net::post(impl_->ctx, [this, down, build_info, slots, &emptied]() mutable {
+        impl_->end_process(std::move(build_info), slots, down.count() == 0);
         if (down.count() > 0) net::co_spawn(impl_->ctx, impl_->come_back(down), net::detached);
         emptied.set_value();
     });

@@ -74,7 +74,7 @@ class fake_llama {
     fake_llama& operator=(const fake_llama&) = delete;
 
     std::uint16_t port() const;
-    const fake_options& options() const;
+    fake_options options() const;  // as now (a restart may change them)
 
     // --- what happened -----------------------------------------------------------------------
     std::vector<fake_call> calls() const;
@@ -100,9 +100,10 @@ class fake_llama {
     // A restart: every connection closes, the listener is closed for `down` (connections are
     // refused; with 0 it stays open, a restart too quick to be seen refusing), then a new
     // process answers: slots empty and never used, task numbers from 0,
-    // `build_info` replaced when given (another build: a new identity).
+    // `build_info` and the slot count replaced when given (a new identity).
     void restart(std::chrono::milliseconds down = std::chrono::milliseconds(0),
-                 std::optional<std::string> build_info = std::nullopt);
+                 std::optional<std::string> build_info = std::nullopt,
+                 std::optional<int> slots = std::nullopt);
     // Connections the fake accepted since it started.
     std::size_t connections() const;
 

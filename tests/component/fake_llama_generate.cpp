@@ -169,9 +169,10 @@ void fake_model::finish(int slot, std::uint64_t epoch) {
     changed();
 }
 
-void fake_model::restart(std::optional<std::string> build_info) {
+void fake_model::restart(std::optional<std::string> build_info, std::optional<int> slots) {
     std::lock_guard lock(mu_);
     ++epoch_;
+    if (slots) opt_.slots = *slots;
     slots_.assign(static_cast<std::size_t>(opt_.slots), slot_state{});
     next_task_ = 0;
     clock_ = 0;

@@ -32,7 +32,10 @@ class fake_model {
   public:
     explicit fake_model(fake_options o);
 
-    const fake_options& options() const { return opt_; }
+    fake_options options() const {
+        std::lock_guard lock(mu_);
+        return opt_;
+    }
 
     // Records a call as it arrives; returns its index for answered().
     std::size_t record(std::string method, std::string target, std::string body);
@@ -44,7 +47,7 @@ class fake_model {
     // A generation's slot is idle again (unless a restart came in between).
     void finish(int slot, std::uint64_t epoch);
     // A new process: slots empty and unused, task numbers from 0.
-    void restart(std::optional<std::string> build_info);
+    void restart(std::optional<std::string> build_info, std::optional<int> slots);
 
     std::vector<fake_call> calls() const;
     bool wait_for(const std::function<bool(const std::vector<fake_call>&)>& pred,

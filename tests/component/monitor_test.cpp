@@ -268,4 +268,55 @@ TEST_CASE(
     CHECK(timings_of(r)["cache_n"].get<std::uint64_t>() >= n);
 }
 
+TEST_CASE("monitor: a restart with fewer slots is a new layout: beliefs and plans follow it") {
+    fake_options o;
+    o.slots = 3;
+    watched w(o);
+    const auto a = w.proxy.chat(chat_body(document(19, doc_bytes), "On three slots?"));
+    REQUIRE(a.status == 200);
+    const auto before = w.fake.calls().size();
+    w.fake.restart(0ms, std::nullopt, 1);
+    REQUIRE(eventually(
+        [&] {
+            const auto s = w.proxy.status();
+            return s["backends"][0]["total_slots"] == 1 && s["backends"][0]["slots"].size() == 1 &&
+                   w.proxy.ready(0);
+        },
+        5s));
+    for (int i = 0; i < 3; ++i) {
+        const auto r = w.proxy.chat(chat_body(document(40 + i, doc_bytes), "On one slot?"));
+        CAPTURE(r.head());
+        CHECK(r.status == 200);
+        CHECK(r.header("x-warmslot-slot") == "0");
+    }
+    // Nothing after the restart names a slot the new process does not have.
+    const auto calls = w.fake.calls();
+    for (std::size_t i = before; i < calls.size(); ++i) {
+        CAPTURE(calls[i].target);
+        CHECK(calls[i].slot <= 0);
+        const auto body = json::parse(calls[i].body, nullptr, false);
+        if (body.is_object() && body.contains("id_slot")) CHECK(body["id_slot"] == 0);
+        CHECK(calls[i].status != 400);
+    }
+}
+
+TEST_CASE(
+    "monitor: a request while the only backend is down gets its 502 at once, not after the check's "
+    "wait") {
+    watched w(one_slot());
+    const auto doc = document(23, doc_bytes);
+    const auto n = w.first(doc);
+    w.fake.restart(2000ms);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = w.proxy.chat(chat_body(doc, "While it is down?"));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CAPTURE(r.body);
+    CHECK(r.status == 502);
+    const auto err = json::parse(r.body, nullptr, false);
+    CHECK((err.is_object() && err.contains("error") && err["error"]["code"] == 502));
+    CHECK(took < 1500ms);  // refused at once: it did not wait for the backend to come back
+    REQUIRE(eventually([&] { return w.proxy.ready(0); }, 5s));
+    check_restored(w, doc, n);
+}
+
 }  // namespace warmslot::testing

@@ -228,6 +228,25 @@ TEST_CASE("tier: a failed save leaves no file and no row; the request is answere
     const auto again = b.proxy.chat(chat_body(document(5, doc_bytes), "Another?"));
     CHECK(again.status == 200);
     CHECK(again.header("x-warmslot-route").starts_with("hit"));
+    // Automatic saves on this backend pause after a failure (10 s): another prefix is not saved.
+    const auto other = b.proxy.chat(chat_body(document(50, doc_bytes), "Other?"));
+    CHECK(other.status == 200);
+    CHECK(b.fake.calls("save").size() == 1);
+}
+
+TEST_CASE("tier: a backend that cannot render or tokenize a request gets it as it is") {
+    one_backend b(slots(1));
+    SUBCASE("/apply-template fails") { b.fake.fail("/apply-template", 500, "template error", -1); }
+    SUBCASE("/tokenize fails") { b.fake.fail("/tokenize", 500, "tokenizer error", -1); }
+    const auto r = b.proxy.chat(chat_body(document(51, doc_bytes), "Q?"));
+    CAPTURE(r.head());
+    CHECK(r.status == 200);
+    CHECK(r.header("x-warmslot-disk").empty());
+    CHECK(b.fake.calls("save").empty());
+    CHECK(b.fake.calls("/completion").size() == 0);
+    const auto chats = b.fake.calls("/v1/chat/completions");
+    REQUIRE(chats.size() == 1);
+    CHECK(json::parse(chats[0].body)["id_slot"] == 0);
 }
 
 TEST_CASE("tier: a restore that fails keeps the file when it is intact and drops it when damaged") {
