@@ -52,10 +52,12 @@ struct fake_call {
     std::string target;  // as sent, with its query
     std::string body;
     std::chrono::steady_clock::time_point at;  // when the request was read
-    unsigned status = 0;                       // 0 while unanswered
-    std::string key;  // what scripts match: "save", "restore", "erase" for slot actions, else
-                      // the path ("/completion", "/slots", ...)
-    int slot = -1;    // the slot a slot action or generation ran on, when one did
+    bool handled = false;  // its answer is made (what it read or changed is done); it may
+                           // still wait for a scripted delay before it is sent
+    unsigned status = 0;   // 0 while unanswered
+    std::string key;       // what scripts match: "save", "restore", "erase" for slot actions, else
+                           // the path ("/completion", "/slots", ...)
+    int slot = -1;         // the slot a slot action or generation ran on, when one did
 };
 
 // Token ids of the fake's vocabulary.

@@ -199,6 +199,15 @@ std::chrono::milliseconds fake_model::take_delay(std::size_t call) {
 
 std::optional<fake_reply> fake_model::handle(std::size_t call) {
     std::lock_guard lock(mu_);
+    auto r = answer(call);
+    if (r) {
+        calls_[call].handled = true;
+        changed();
+    }
+    return r;
+}
+
+std::optional<fake_reply> fake_model::answer(std::size_t call) {
     const fake_call c = calls_[call];
     const bool slot_action = c.key == "save" || c.key == "restore" || c.key == "erase";
     // Save and restore wait for a busy slot, as llama-server's do (they run between tasks).

@@ -78,6 +78,7 @@ class fake_model {
     };
 
     // All with mu_ held.
+    std::optional<fake_reply> answer(std::size_t call);
     fake_reply slot_action_reply(const fake_call& c);
     fake_reply save(int slot, const std::string& file, const std::optional<fault>& f);
     fake_reply restore(int slot, const std::string& file);

@@ -52,10 +52,9 @@ http_reply http_call(std::uint16_t port, const std::string& method, const std::s
     return out;
 }
 
-temp_dir::temp_dir() {
+temp_dir::temp_dir(const std::filesystem::path& base) {
     std::random_device rd;
-    path = std::filesystem::temp_directory_path() /
-           ("warmslot-tier-" + std::to_string(rd()) + "-" + std::to_string(rd()));
+    path = base / ("warmslot-tier-" + std::to_string(rd()) + "-" + std::to_string(rd()));
     std::filesystem::create_directories(path);
 }
 

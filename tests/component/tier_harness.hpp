@@ -38,7 +38,7 @@ http_reply http_call(std::uint16_t port, const std::string& method, const std::s
 
 // A directory under the system's temporary one, removed with its content at the end.
 struct temp_dir {
-    temp_dir();
+    explicit temp_dir(const std::filesystem::path& base = std::filesystem::temp_directory_path());
     ~temp_dir();
     temp_dir(const temp_dir&) = delete;
     temp_dir& operator=(const temp_dir&) = delete;

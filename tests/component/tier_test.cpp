@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "tier_harness.hpp"
@@ -297,8 +298,17 @@ TEST_CASE("tier: a restore that fails keeps the file when it is intact and drops
     }
 }
 
-TEST_CASE("tier: a replica's file is linked into the backend's own directory and restored") {
+TEST_CASE("tier: a replica's file is brought into the backend's own directory and restored") {
     temp_dir tmp;
+    // Another file system for b's directory: the file is copied, not linked.
+    const bool across = fs::exists("/dev/shm") && fs::is_directory("/dev/shm");
+    std::optional<temp_dir> elsewhere;
+    SUBCASE("same file system: linked") {}
+    SUBCASE("another file system: copied") {
+        if (!across) return;
+        elsewhere.emplace("/dev/shm");
+    }
+    const std::string how = elsewhere ? "copied" : "linked";
     // The same model (content) under two names, the same build and layout: the same identity,
     // and requests for "fa" or "fb" go to one backend each.
     fake_options oa = slots(1), ob = slots(1);
@@ -307,7 +317,8 @@ TEST_CASE("tier: a replica's file is linked into the backend's own directory and
     oa.architecture = ob.architecture = "llama";
     oa.model_path = (tmp.path / "fa.gguf").string();
     ob.model_path = (tmp.path / "fb.gguf").string();
-    fake_llama a(in_dir(oa, tmp.path, "a")), b(in_dir(ob, tmp.path, "b"));
+    fake_llama a(in_dir(oa, tmp.path, "a")),
+        b(in_dir(ob, elsewhere ? elsewhere->path : tmp.path, "b"));
     tier_proxy proxy(tier_config({backend_for("a", a), backend_for("b", b)}, tmp.path.string()));
     REQUIRE(eventually([&] { return proxy.ready(0) && proxy.ready(1); }, 5s));
 
@@ -326,13 +337,13 @@ TEST_CASE("tier: a replica's file is linked into the backend's own directory and
     CAPTURE(second.head());
     CHECK(second.header("x-warmslot-backend") == "b");
     CHECK(second.header("x-warmslot-disk") ==
-          "restored " + std::to_string(n) + " tokens (from replica a, linked)");
+          "restored " + std::to_string(n) + " tokens (from replica a, " + how + ")");
     CHECK(b.calls("save").empty());
     REQUIRE(b.calls("restore").size() == 1);
     CHECK(filename_of(b.calls("restore")[0]) == file);
     CHECK(fs::exists(fs::path(b.options().slot_dir) / file));
     CHECK(timings_of(second)["cache_n"] == n);
-    CHECK(proxy.metrics().find("warmslot_replica_files_total{result=\"linked\"} 1") !=
+    CHECK(proxy.metrics().find("warmslot_replica_files_total{result=\"" + how + "\"} 1") !=
           std::string::npos);
     const auto files = proxy.indexed_files();
     CHECK(files.at(b.options().slot_dir).size() == 1);
@@ -546,6 +557,43 @@ TEST_CASE("tier: a restart while a restore runs leaves the file indexed and the 
     // is what the slot holds.
     CHECK(eventually([&] { return b.proxy.believed_tokens(0, 0) == b.fake.slot_tokens(0).size(); },
                      3s));
+}
+
+TEST_CASE("tier: a slot another task used between the answer and its save gives no file") {
+    fake_options o = slots(1);
+    o.architecture = "llama";
+    // Checks far apart: the only GET /slots after the answer is the save's own check.
+    one_backend b(o, [](config::config& c) { c.routing.reconcile_interval = 30s; });
+    b.fake.delay("/slots", 300ms, 1);
+    const auto reads = b.fake.calls("/slots").size();  // the monitor's, at start
+    http_reply r;
+    std::thread client(
+        [&] { r = b.proxy.chat(chat_body(document(52, doc_bytes), "Streamed?", true)); });
+    const bool checking = b.fake.wait_for(
+        [&](const std::vector<fake_call>& calls) {
+            return static_cast<std::size_t>(std::count_if(
+                       calls.begin(), calls.end(),
+                       [](const fake_call& c) { return c.key == "/slots" && c.handled; })) > reads;
+        },
+        3s);
+    // The check has read the slot; before the save, another client's task replaces it.
+    b.fake.put_tokens(0, fake_tokenize("another client's prompt", true, true));
+    client.join();
+    REQUIRE(checking);
+    CAPTURE(r.head());
+    REQUIRE(r.header("x-warmslot-disk").ends_with("after the answer"));
+    const auto dir = b.fake.options().slot_dir;
+    // The save ran, wrote the other prompt, and was thrown away: no row, no file.
+    REQUIRE(b.fake.wait_for(
+        [](const std::vector<fake_call>& calls) {
+            return std::any_of(calls.begin(), calls.end(), [](const fake_call& c) {
+                return c.key == "save" && c.status == 200;
+            });
+        },
+        3s));
+    CHECK(eventually([&] { return bin_files(dir).empty(); }, 2s));
+    const auto files = b.proxy.indexed_files();
+    CHECK((files.count(dir) == 0 || files.at(dir).empty()));
 }
 
 }  // namespace warmslot::testing
