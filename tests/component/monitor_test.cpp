@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "tier_harness.hpp"
 
@@ -317,6 +318,39 @@ TEST_CASE(
     CHECK(took < 1500ms);  // refused at once: it did not wait for the backend to come back
     REQUIRE(eventually([&] { return w.proxy.ready(0); }, 5s));
     check_restored(w, doc, n);
+}
+
+TEST_CASE("monitor: a restart while llama-server computes a request, before its first byte") {
+    watched w(one_slot());
+    const auto doc = document(24, doc_bytes);
+    const auto n = w.first(doc);
+    w.fake.delay("/v1/chat/completions", 500ms, 1);
+    const auto chats = w.fake.calls("/v1/chat/completions").size();
+    http_reply r;
+    std::thread client([&] { r = w.proxy.chat(chat_body(doc, "Cut off?")); });
+    const bool computing = w.fake.wait_for(
+        [&](const std::vector<fake_call>& calls) {
+            return static_cast<std::size_t>(
+                       std::count_if(calls.begin(), calls.end(), [](const fake_call& c) {
+                           return c.key == "/v1/chat/completions" && c.handled;
+                       })) > chats;
+        },
+        3s);
+    w.fake.restart();
+    client.join();
+    REQUIRE(computing);
+    CAPTURE(r.head());
+    CAPTURE(r.body);
+    // Nothing reached the client: warmslot may try again, on the new process.
+    CHECK(r.status == 200);
+    CHECK(timings_of(r).is_object());
+    // Whatever it did, what it believes of the slot is what the slot holds.
+    CHECK(eventually([&] { return w.proxy.believed_tokens(0, 0) == w.fake.slot_tokens(0).size(); },
+                     3s));
+    const auto again = w.proxy.chat(chat_body(doc, "And now?"));
+    CAPTURE(again.head());
+    CHECK(again.status == 200);
+    CHECK(timings_of(again)["cache_n"].get<std::uint64_t>() >= n);
 }
 
 }  // namespace warmslot::testing
