@@ -596,4 +596,54 @@ TEST_CASE("tier: a slot another task used between the answer and its save gives 
     CHECK((files.count(dir) == 0 || files.at(dir).empty()));
 }
 
+TEST_CASE("tier: the budget never evicts a file while it is being restored") {
+    // Room for two files. file 1 is the oldest, so the first that a third file would evict,
+    // unless it is being restored at that moment.
+    one_backend b(slots(2), [](config::config& c) { c.cache.max_disk = 60000; });
+    const auto dir = b.fake.options().slot_dir;
+    const auto doc1 = document(60, doc_bytes);
+    const auto first = b.proxy.chat(chat_body(doc1, "Q1?"));
+    const auto n = tokens_in(first.header("x-warmslot-disk"), "snapshot");
+    REQUIRE(n > 0);
+    const int slot1 = std::stoi(first.header("x-warmslot-slot"));
+    const auto file1 = filename_of(answered(b.fake.calls("save"), 200).back());
+    REQUIRE(b.proxy.chat(chat_body(document(61, doc_bytes), "Q2?")).status == 200);
+    const auto file2 = filename_of(answered(b.fake.calls("save"), 200).back());
+    // Another client empties doc 1's slot; warmslot sees it at its next check.
+    const auto before = b.proxy.believed_tokens(0, slot1);
+    b.fake.put_tokens(slot1, fake_tokenize("someone else", true, true));
+    REQUIRE(eventually([&] { return b.proxy.believed_tokens(0, slot1) != before; }, 3s));
+
+    b.fake.delay("restore", 1000ms, 1);
+    const auto restores = b.fake.calls("restore").size();
+    http_reply restored;
+    std::thread client([&] { restored = b.proxy.chat(chat_body(doc1, "Q3?")); });
+    const bool restoring = b.fake.wait_for(
+        [&](const std::vector<fake_call>& calls) {
+            return static_cast<std::size_t>(std::count_if(
+                       calls.begin(), calls.end(),
+                       [](const fake_call& c) { return c.key == "restore"; })) > restores;
+        },
+        3s);
+    const auto third = b.proxy.chat(chat_body(document(62, doc_bytes), "Q4?"));
+    client.join();
+    REQUIRE(restoring);
+    CAPTURE(third.head());
+    CAPTURE(restored.head());
+    REQUIRE(third.header("x-warmslot-disk").starts_with("snapshot "));
+    CHECK(restored.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
+    CHECK(timings_of(restored)["cache_n"] == n);
+    // The third file was saved while the restore was still running (the fake answers it 1 s
+    // after it came).
+    const auto restore_call = b.fake.calls("restore").at(restores);
+    CHECK(answered(b.fake.calls("save"), 200).back().at < restore_call.at + 900ms);
+    // It made room by evicting file 2, never file 1 while it was read.
+    std::vector<std::string> listed;
+    const auto files = b.proxy.indexed_files().at(dir);
+    for (const auto& f : files) listed.push_back(f["file"].get<std::string>());
+    CHECK(std::find(listed.begin(), listed.end(), file1) != listed.end());
+    CHECK(std::find(listed.begin(), listed.end(), file2) == listed.end());
+    CHECK(listed.size() == 2);
+}
+
 }  // namespace warmslot::testing
