@@ -17,13 +17,14 @@ run_packages=(
 )
 # Testing it, and building and testing its package.
 test_packages=(
-  clang libclang-rt-14-dev llvm-14 doctest-dev
+  clang libclang-rt-14-dev llvm-14 clang-format clang-tidy doctest-dev
   nginx-light sqlite3 ccache
   haproxy iproute2 glusterfs-server glusterfs-client
   debhelper dpkg-dev go-md2man lintian mmdebstrap
 )
 # libclang-rt-14-dev: the ASan, UBSan and libFuzzer runtimes (clang only recommends it);
 # llvm-14: llvm-symbolizer, for file and line in sanitizer reports (tests/sanitizers.sh).
+# clang-format, clang-tidy: the checks of tests/tools/format.sh and tidy.sh.
 # haproxy and iproute2 (ip netns): the multi-host setup in deploy/cluster/ and its test;
 # glusterfs-server and glusterfs-client: its shared tier on GlusterFS (cluster.sh --shared gluster),
 # which runs glusterds of its own inside the hosts' namespaces (deploy/cluster/gluster.sh).

@@ -14,14 +14,16 @@
 namespace {
 
 int usage(int code) {
-    std::fputs("usage: warmslot --config FILE\n"
-               "       warmslot check-config FILE\n"
-               "       warmslot warm --model M --system FILE [--doc FILE ...]\n"
-               "                     [--url http://127.0.0.1:8080] [--api-key-env VAR]\n"
-               "       warmslot status [--url http://127.0.0.1:8080] [--api-key-env VAR]\n"
-               "                       [--requests N] [--json]\n"
-               "       warmslot service install|uninstall|start|stop   (Windows)\n"
-               "       warmslot --version\n", code == 0 ? stdout : stderr);
+    std::fputs(
+        "usage: warmslot --config FILE\n"
+        "       warmslot check-config FILE\n"
+        "       warmslot warm --model M --system FILE [--doc FILE ...]\n"
+        "                     [--url http://127.0.0.1:8080] [--api-key-env VAR]\n"
+        "       warmslot status [--url http://127.0.0.1:8080] [--api-key-env VAR]\n"
+        "                       [--requests N] [--json]\n"
+        "       warmslot service install|uninstall|start|stop   (Windows)\n"
+        "       warmslot --version\n",
+        code == 0 ? stdout : stderr);
     return code;
 }
 

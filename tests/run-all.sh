@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything warmslot needs, builds it, and runs every test:
-#   unit and component tests (ctest), then the integration tests against real llama-server
+#   unit and component tests (ctest), the format and clang-tidy checks (tests/tools/), then the
+#   integration tests against real llama-server
 #   processes on generated models (node --test). The first run also builds the pinned
 #   llama-servers (tests/llama/pins; about 6-10 minutes each on 2 cores); later runs reuse them
 #   from the cache.
@@ -40,6 +41,9 @@ for arch in llama qwen35; do bash tests/models/lora.sh "$arch" >/dev/null; done 
 (cd tests/integration && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 
 ctest --test-dir "$build" --output-on-failure
+# The sources as .clang-format says, and clang-tidy on what the last change touched.
+bash tests/tools/format.sh
+WARMSLOT_BUILD_DIR="$build" bash tests/tools/tidy.sh
 if [ "${WARMSLOT_SKIP_SANITIZERS:-0}" != 1 ]; then
   bash tests/sanitizers.sh
 else

@@ -29,22 +29,17 @@ bool permits(config::key_role role, const endpoint& ep, std::string_view path) n
     using config::key_role;
     if (!ep.needs_auth || role == key_role::admin) return true;
     switch (ep.kind) {
-        case endpoint_kind::admin:
-            return false;
-        case endpoint_kind::metrics:
-            return role == key_role::observer;
+        case endpoint_kind::admin: return false;
+        case endpoint_kind::metrics: return role == key_role::observer;
         case endpoint_kind::dashboard:  // /warmslot/status, filtered to the caller's tenant
             return true;
-        case endpoint_kind::forward_get:
-            return role == key_role::client && path != "/slots";
+        case endpoint_kind::forward_get: return role == key_role::client && path != "/slots";
         case endpoint_kind::forward_json:
-        case endpoint_kind::explain:
-            return role == key_role::client;
+        case endpoint_kind::explain: return role == key_role::client;
         case endpoint_kind::health:
         case endpoint_kind::not_found:
         case endpoint_kind::method_not_allowed:
-        case endpoint_kind::slot_action:
-            return true;  // answered the same for every caller
+        case endpoint_kind::slot_action: return true;  // answered the same for every caller
     }
     return false;
 }
@@ -79,8 +74,8 @@ bool address_literal(std::string_view host) noexcept {
     if (host.empty()) return false;
     if (host.find(':') != std::string_view::npos) {  // IPv6 (host_name took off the brackets)
         for (const char c : host) {
-            const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
-                             (c >= 'A' && c <= 'F');
+            const bool hex =
+                (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
             if (!hex && c != ':' && c != '.') return false;
         }
         return true;

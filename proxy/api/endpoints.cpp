@@ -124,16 +124,11 @@ endpoint classify(std::string_view method, std::string_view target) noexcept {
 
 std::string_view name(api_shape shape) noexcept {
     switch (shape) {
-        case api_shape::chat:
-            return "chat";
-        case api_shape::completion:
-            return "completion";
-        case api_shape::responses:
-            return "responses";
-        case api_shape::messages:
-            return "messages";
-        case api_shape::none:
-            break;
+        case api_shape::chat: return "chat";
+        case api_shape::completion: return "completion";
+        case api_shape::responses: return "responses";
+        case api_shape::messages: return "messages";
+        case api_shape::none: break;
     }
     return "none";
 }

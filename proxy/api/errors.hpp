@@ -15,24 +15,24 @@
 namespace warmslot::api {
 
 enum class error_kind {
-    invalid_json,          // 400: request body is not valid JSON
-    bad_request,           // 400: valid JSON, unusable request
-    unauthorized,          // 401: missing or wrong API key
-    not_found,             // 404: unknown path
-    method_not_allowed,    // 405
-    payload_too_large,     // 413: body above the configured limit
-    headers_too_large,     // 431: headers above the configured limit
-    request_timeout,       // 408: the client was too slow sending its request
-    backend_unreachable,   // 502: connect refused or connection reset by the backend
-    backend_bad_response,  // 502: the backend's response could not be parsed
-    backend_unavailable,   // 503: no backend healthy, or all still loading their model
-    overloaded,            // 503: too many connections
-    upstream_timeout,      // 504: the backend did not answer in time
-    internal,              // 500: a bug or an unexpected state in the proxy
-    forbidden,             // 403: a valid key whose role may not call this endpoint
+    invalid_json,            // 400: request body is not valid JSON
+    bad_request,             // 400: valid JSON, unusable request
+    unauthorized,            // 401: missing or wrong API key
+    not_found,               // 404: unknown path
+    method_not_allowed,      // 405
+    payload_too_large,       // 413: body above the configured limit
+    headers_too_large,       // 431: headers above the configured limit
+    request_timeout,         // 408: the client was too slow sending its request
+    backend_unreachable,     // 502: connect refused or connection reset by the backend
+    backend_bad_response,    // 502: the backend's response could not be parsed
+    backend_unavailable,     // 503: no backend healthy, or all still loading their model
+    overloaded,              // 503: too many connections
+    upstream_timeout,        // 504: the backend did not answer in time
+    internal,                // 500: a bug or an unexpected state in the proxy
+    forbidden,               // 403: a valid key whose role may not call this endpoint
     unsupported_media_type,  // 415: a body read as JSON sent with another Content-Type
-    misdirected,           // 421: a Host header warmslot does not answer for
-    rate_limited,          // 429: the tenant is over one of its limits (tenants.limits)
+    misdirected,             // 421: a Host header warmslot does not answer for
+    rate_limited,            // 429: the tenant is over one of its limits (tenants.limits)
 };
 
 inline constexpr std::array all_error_kinds{

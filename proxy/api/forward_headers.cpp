@@ -20,8 +20,15 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
 }
 
 constexpr std::array<std::string_view, 9> hop_by_hop = {
-    "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
-    "te",         "trailer",    "transfer-encoding", "upgrade",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
 };
 
 bool listed(std::string_view name, const auto& list) noexcept {

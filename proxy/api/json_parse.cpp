@@ -1,7 +1,5 @@
 #include "api/json_parse.hpp"
 
-#include "api/json_text.hpp"
-
 #include <array>
 #include <bit>
 #include <charconv>
@@ -10,6 +8,8 @@
 #include <string>
 #include <system_error>
 #include <utility>
+
+#include "api/json_text.hpp"
 
 namespace warmslot::api {
 namespace {
@@ -27,10 +27,13 @@ constexpr auto hex_values = [] {
     std::array<std::int8_t, 256> values{};
     values.fill(-1);
     for (int c = 0; c < 10; ++c)
-        values[static_cast<std::size_t>('0' + c)] = static_cast<std::int8_t>(c);
+        values[static_cast<std::size_t>('0') + static_cast<std::size_t>(c)] =
+            static_cast<std::int8_t>(c);
     for (int c = 0; c < 6; ++c) {
-        values[static_cast<std::size_t>('a' + c)] = static_cast<std::int8_t>(10 + c);
-        values[static_cast<std::size_t>('A' + c)] = static_cast<std::int8_t>(10 + c);
+        values[static_cast<std::size_t>('a') + static_cast<std::size_t>(c)] =
+            static_cast<std::int8_t>(10 + c);
+        values[static_cast<std::size_t>('A') + static_cast<std::size_t>(c)] =
+            static_cast<std::int8_t>(10 + c);
     }
     return values;
 }();
@@ -103,24 +106,13 @@ class fast_parser {
 bool fast_parser::value(json& out, int depth) {
     if (p_ == end_) return false;
     switch (*p_) {
-        case '{':
-            return object(out, depth + 1);
-        case '[':
-            return array(out, depth + 1);
-        case '"':
-            out = json::value_t::string;
-            return string(*out.get_ptr<json::string_t*>());
-        case 't':
-            out = true;
-            return literal("true");
-        case 'f':
-            out = false;
-            return literal("false");
-        case 'n':
-            out = nullptr;
-            return literal("null");
-        default:
-            return number(out);
+        case '{': return object(out, depth + 1);
+        case '[': return array(out, depth + 1);
+        case '"': out = json::value_t::string; return string(*out.get_ptr<json::string_t*>());
+        case 't': out = true; return literal("true");
+        case 'f': out = false; return literal("false");
+        case 'n': out = nullptr; return literal("null");
+        default: return number(out);
     }
 }
 
@@ -247,34 +239,16 @@ bool fast_parser::skip_utf8() {
 bool fast_parser::escape(std::string& out) {
     if (p_ == end_) return false;
     switch (*p_++) {
-        case '"':
-            out.push_back('"');
-            return true;
-        case '\\':
-            out.push_back('\\');
-            return true;
-        case '/':
-            out.push_back('/');
-            return true;
-        case 'b':
-            out.push_back('\b');
-            return true;
-        case 'f':
-            out.push_back('\f');
-            return true;
-        case 'n':
-            out.push_back('\n');
-            return true;
-        case 'r':
-            out.push_back('\r');
-            return true;
-        case 't':
-            out.push_back('\t');
-            return true;
-        case 'u':
-            return unicode_escape(out);
-        default:
-            return false;
+        case '"': out.push_back('"'); return true;
+        case '\\': out.push_back('\\'); return true;
+        case '/': out.push_back('/'); return true;
+        case 'b': out.push_back('\b'); return true;
+        case 'f': out.push_back('\f'); return true;
+        case 'n': out.push_back('\n'); return true;
+        case 'r': out.push_back('\r'); return true;
+        case 't': out.push_back('\t'); return true;
+        case 'u': return unicode_escape(out);
+        default: return false;
     }
 }
 
@@ -282,7 +256,9 @@ bool fast_parser::hex4(std::uint32_t& cp) {
     if (end_ - p_ < 4) return false;
     cp = 0;
     for (int i = 0; i < 4; ++i) {
-        const int v = hex_values[static_cast<unsigned char>(*p_++)];
+        // -1 marks a byte that is no hex digit: the table's values are signed on purpose.
+        const int v =
+            hex_values[static_cast<unsigned char>(*p_++)];  // NOLINT(bugprone-signed-char-misuse)
         if (v < 0) return false;
         cp = cp * 16 + static_cast<std::uint32_t>(v);
     }
@@ -365,8 +341,10 @@ bool nests_deeper_than(std::string_view text, int limit) {
     for (std::size_t i = 0; i < text.size(); ++i) {
         const char c = text[i];
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {

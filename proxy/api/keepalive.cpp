@@ -19,13 +19,15 @@ std::optional<std::chrono::milliseconds> stream_keepalive(api_shape shape,
     if (ping != body.end() && ping->is_number() && ping->get<double>() >= 1) {
         // Seconds, as llama-server reads them; more than a day is the same as the setting.
         const double seconds = std::min(ping->get<double>(), 86'400.0);
-        interval = std::min(interval, std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
+        interval =
+            std::min(interval, std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
     }
     return interval;
 }
 
 std::string keepalive_event(error_dialect dialect) {
-    if (dialect == error_dialect::anthropic) return sse::format_named_event("ping", R"({"type": "ping"})");
+    if (dialect == error_dialect::anthropic)
+        return sse::format_named_event("ping", R"({"type": "ping"})");
     return sse::format_comment("ping");
 }
 
@@ -47,10 +49,10 @@ std::string prompt_progress_event(api_shape shape, const prompt_progress& p, std
                                      {"time_ms", p.time_ms}};
     nlohmann::json event;
     if (shape == api_shape::chat) {
-        event = {{"choices",
-                  nlohmann::json::array({{{"finish_reason", nullptr},
-                                          {"index", 0},
-                                          {"delta", {{"role", "assistant"}, {"content", nullptr}}}}})},
+        event = {{"choices", nlohmann::json::array(
+                                 {{{"finish_reason", nullptr},
+                                   {"index", 0},
+                                   {"delta", {{"role", "assistant"}, {"content", nullptr}}}}})},
                  {"created", created},
                  {"id", id},
                  {"model", model},
@@ -66,7 +68,8 @@ std::string prompt_progress_event(api_shape shape, const prompt_progress& p, std
                  {"tokens_evaluated", 0},
                  {"prompt_progress", progress}};
     }
-    return sse::format_data_event(event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    return sse::format_data_event(
+        event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 namespace {

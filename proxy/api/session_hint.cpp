@@ -1,8 +1,8 @@
 #include "api/session_hint.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <xxhash.h>
+
+#include <nlohmann/json.hpp>
 
 namespace warmslot::api {
 

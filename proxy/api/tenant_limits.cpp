@@ -33,8 +33,9 @@ void tenant_limits::leave(const std::string& tenant) {
     if (--it->second == 0) in_flight_.erase(it);
 }
 
-std::optional<tenant_limits::clock::duration> tenant_limits::take_swap(
-    const std::string& tenant, std::size_t per_minute, clock::time_point now) {
+std::optional<tenant_limits::clock::duration> tenant_limits::take_swap(const std::string& tenant,
+                                                                       std::size_t per_minute,
+                                                                       clock::time_point now) {
     constexpr auto window = std::chrono::minutes(1);
     if (per_minute == 0) return std::nullopt;
     const std::lock_guard lock(mu_);

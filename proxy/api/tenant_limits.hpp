@@ -17,18 +17,18 @@
 namespace warmslot::api {
 
 class tenant_limits {
-public:
+  public:
     using clock = std::chrono::steady_clock;
 
     // One request in flight of one tenant, counted until it is destroyed. Move-only.
     class place {
-    public:
+      public:
         place(place&& other) noexcept;
         place& operator=(place&&) = delete;
         place(const place&) = delete;
         ~place();
 
-    private:
+      private:
         friend class tenant_limits;
         place(tenant_limits* owner, std::string tenant)
             : owner_(owner), tenant_(std::move(tenant)) {}
@@ -47,7 +47,7 @@ public:
     std::optional<clock::duration> take_swap(const std::string& tenant, std::size_t per_minute,
                                              clock::time_point now);
 
-private:
+  private:
     void leave(const std::string& tenant);
 
     mutable std::mutex mu_;

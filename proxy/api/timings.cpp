@@ -1,15 +1,14 @@
 #include "api/timings.hpp"
 
-#include "api/json_text.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
+
+#include "api/json_text.hpp"
 
 namespace warmslot::api {
 namespace {
@@ -17,8 +16,19 @@ namespace {
 using nlohmann::json;
 
 // The keys find_prompt_stats reads; every other key is `other`.
-enum class known_key { other, timings, usage, cache_n, prompt_n, predicted_n, prompt_ms, prompt_tokens,
-                 completion_tokens, prompt_tokens_details, cached_tokens };
+enum class known_key {
+    other,
+    timings,
+    usage,
+    cache_n,
+    prompt_n,
+    predicted_n,
+    prompt_ms,
+    prompt_tokens,
+    completion_tokens,
+    prompt_tokens_details,
+    cached_tokens
+};
 
 known_key classify(std::string_view k) {
     // By length first: most keys of an answer are none of these and cost one comparison.
@@ -70,7 +80,7 @@ struct usage_fields {
 // Reads the few fields find_prompt_stats needs while nlohmann's parser validates the whole
 // text, without building a document. Duplicate keys: the last one wins, as in a parsed json.
 class stats_reader final : public nlohmann::json_sax<json> {
-public:
+  public:
     timings_fields timings;
     usage_fields usage;
     bool root_object = false;
@@ -87,9 +97,12 @@ public:
     bool start_object(std::size_t) override {
         assign(number{});
         if (depth_ == 0) root_object = true;
-        if (depth_ == 1 && keys_[1] == known_key::timings) timings.object = true, section_ = known_key::timings;
-        if (depth_ == 1 && keys_[1] == known_key::usage) usage.object = true, section_ = known_key::usage;
-        if (depth_ == 2 && section_ == known_key::usage && keys_[2] == known_key::prompt_tokens_details) {
+        if (depth_ == 1 && keys_[1] == known_key::timings)
+            timings.object = true, section_ = known_key::timings;
+        if (depth_ == 1 && keys_[1] == known_key::usage)
+            usage.object = true, section_ = known_key::usage;
+        if (depth_ == 2 && section_ == known_key::usage &&
+            keys_[2] == known_key::prompt_tokens_details) {
             usage.details_object = true;
             in_details_ = true;
         }
@@ -125,7 +138,7 @@ public:
         return assign(n);
     }
 
-private:
+  private:
     bool close() {
         --depth_;
         if (depth_ == 1) section_ = known_key::other;
@@ -139,7 +152,8 @@ private:
         if (depth_ == 1 && keys_[1] == known_key::usage) usage = {};
         if (depth_ == 2 && section_ == known_key::timings) assign_timings(keys_[2], fresh);
         if (depth_ == 2 && section_ == known_key::usage) assign_usage(keys_[2], fresh);
-        if (depth_ == 3 && in_details_ && keys_[3] == known_key::cached_tokens) usage.cached_tokens = fresh;
+        if (depth_ == 3 && in_details_ && keys_[3] == known_key::cached_tokens)
+            usage.cached_tokens = fresh;
         return true;
     }
     void assign_timings(known_key k, const number& n) {
@@ -151,13 +165,14 @@ private:
     void assign_usage(known_key k, const number& n) {
         if (k == known_key::prompt_tokens) usage.prompt_tokens = n, usage.has_prompt_tokens = true;
         if (k == known_key::completion_tokens) usage.completion_tokens = n;
-        if (k == known_key::prompt_tokens_details) usage.details_object = false, usage.cached_tokens = {};
+        if (k == known_key::prompt_tokens_details)
+            usage.details_object = false, usage.cached_tokens = {};
     }
 
     std::size_t depth_ = 0;
-    std::array<known_key, 4> keys_{};  // the last key seen at depths 1..3
-    known_key section_ = known_key::other;   // timings or usage while inside that top-level object
-    bool in_details_ = false;    // inside usage.prompt_tokens_details
+    std::array<known_key, 4> keys_{};       // the last key seen at depths 1..3
+    known_key section_ = known_key::other;  // timings or usage while inside that top-level object
+    bool in_details_ = false;               // inside usage.prompt_tokens_details
 };
 
 // The fast path: a strict JSON scanner that feeds a stats_reader without nlohmann's lexer,
@@ -165,7 +180,7 @@ private:
 // and handles a subset of it (no \u escapes, integers up to 18 digits, nesting up to 64);
 // on anything else it answers `unsure` and the caller asks nlohmann's parser.
 class fast_scan {
-public:
+  public:
     fast_scan(std::string_view text, stats_reader& r)
         : p_(text.data()), end_(text.data() + text.size()), r_(r) {}
 
@@ -176,7 +191,7 @@ public:
         return p_ == end_;
     }
 
-private:
+  private:
     static constexpr int max_depth = 64;
 
     void skip_ws() {
@@ -273,7 +288,8 @@ bool fast_scan::string(std::string_view& text, bool& escaped) {
         if (c < 0x20) return false;
         if (c == '\\') {
             escaped = true;
-            if (++p_ == end_ || std::string_view("\"\\/bfnrt").find(*p_) == std::string_view::npos) {
+            if (++p_ == end_ ||
+                std::string_view("\"\\/bfnrt").find(*p_) == std::string_view::npos) {
                 return false;  // \u escapes and errors: unsure
             }
             ++p_;
@@ -281,7 +297,7 @@ bool fast_scan::string(std::string_view& text, bool& escaped) {
             ++p_;
         } else {
             const auto n = json_text::utf8_length(reinterpret_cast<const unsigned char*>(p_),
-                                       reinterpret_cast<const unsigned char*>(end_));
+                                                  reinterpret_cast<const unsigned char*>(end_));
             if (n == 0) return false;
             p_ += n;
         }

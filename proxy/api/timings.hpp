@@ -7,9 +7,9 @@
 namespace warmslot::api {
 
 struct prompt_stats {
-    long cached = 0;    // prompt tokens reused from the slot (timings.cache_n)
-    long processed = 0; // prompt tokens computed (timings.prompt_n)
-    long predicted = 0; // tokens generated (timings.predicted_n)
+    long cached = 0;     // prompt tokens reused from the slot (timings.cache_n)
+    long processed = 0;  // prompt tokens computed (timings.prompt_n)
+    long predicted = 0;  // tokens generated (timings.predicted_n)
     double prompt_ms = 0;
 };
 

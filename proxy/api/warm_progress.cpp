@@ -1,14 +1,18 @@
 #include "api/warm_progress.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace warmslot::api {
 
 nlohmann::json to_json(const warm_progress& p) {
-    return {{"phase", p.phase}, {"done", p.done}, {"total", p.total},
-            {"backend", p.backend}, {"slot", p.slot}};
+    return {{"phase", p.phase},
+            {"done", p.done},
+            {"total", p.total},
+            {"backend", p.backend},
+            {"slot", p.slot}};
 }
 
 std::optional<warm_progress> warm_progress_of(const nlohmann::json& j) {
@@ -41,7 +45,8 @@ std::optional<std::uint64_t> slot_tokens(std::string_view slots_body, int slot) 
             continue;
         }
         const auto it = s.find("n_prompt_tokens");
-        if (it == s.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) return std::nullopt;
+        if (it == s.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0)
+            return std::nullopt;
         return it->get<std::uint64_t>();
     }
     return std::nullopt;
@@ -49,8 +54,7 @@ std::optional<std::uint64_t> slot_tokens(std::string_view slots_body, int slot) 
 
 std::string progress_line(const warm_progress& p, double tokens_per_second) {
     const std::uint64_t done = std::min(p.done, p.total);
-    const unsigned percent =
-        p.total > 0 ? static_cast<unsigned>(done * 100 / p.total) : 0;
+    const unsigned percent = p.total > 0 ? static_cast<unsigned>(done * 100 / p.total) : 0;
     std::string line = fmt::format("{:<7}  {} / {} tokens  {}%", p.phase, done, p.total, percent);
     if (p.phase == "prefill" && tokens_per_second > 0 && std::isfinite(tokens_per_second)) {
         const double left = static_cast<double>(p.total - done) / tokens_per_second;

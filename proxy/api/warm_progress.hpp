@@ -16,9 +16,9 @@
 namespace warmslot::api {
 
 struct warm_progress {
-    std::string phase;         // "prefill" or "save"
-    std::uint64_t done = 0;    // prefix tokens the slot holds so far
-    std::uint64_t total = 0;   // tokens of the prefix
+    std::string phase;        // "prefill" or "save"
+    std::uint64_t done = 0;   // prefix tokens the slot holds so far
+    std::uint64_t total = 0;  // tokens of the prefix
     std::string backend;
     int slot = -1;
 };

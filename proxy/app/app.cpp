@@ -4,14 +4,13 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
-
-#include <algorithm>
+#include <boost/asio/use_awaitable.hpp>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -32,8 +31,8 @@
 #include "config/reload.hpp"
 #include "config/source.hpp"
 #include "http/server.hpp"
-#include "routing/registry.hpp"
 #include "monitor/monitor.hpp"
+#include "routing/registry.hpp"
 #include "service/pipeline.hpp"
 
 namespace warmslot::app {
@@ -80,7 +79,7 @@ std::vector<std::string> names_of(const config::config& cfg) {
 
 // A one-thread pool whose pending work can be destroyed before its owner's other members.
 class one_thread : public net::thread_pool {
-public:
+  public:
     one_thread() : net::thread_pool(1) {}
     using net::execution_context::shutdown;  // protected in execution_context
 };
@@ -92,16 +91,21 @@ bool supervises(const config::config& cfg) {
 
 // Everything one running warmslot owns, in construction order.
 class runtime {
-public:
+  public:
     runtime(std::string path, config::config cfg, std::string socket_dir)
-        : path_(std::move(path)), sockets_{std::move(socket_dir)}, src_(std::move(cfg)), workers_(worker_count()),
+        : path_(std::move(path)),
+          sockets_{std::move(socket_dir)},
+          src_(std::move(cfg)),
+          workers_(worker_count()),
           registry_(names_of(*src_.current()), planner_settings(src_.current()->routing)),
           monitor_(src_, registry_, workers_.context(0).get_executor()),
           disk_(src_, registry_, index_thread_.get_executor(), file_thread_.get_executor()),
           pipeline_(src_, workers_, registry_, &disk_),
-          server_(src_, workers_, [this](http_server::exchange& ex) { return pipeline_.handle(ex); },
-                  [this](const http::request_header<>& head) { return pipeline_.admits(head); }),
-          signals_(workers_.context(0)), save_pool_(control_.get_executor()),
+          server_(
+              src_, workers_, [this](http_server::exchange& ex) { return pipeline_.handle(ex); },
+              [this](const http::request_header<>& head) { return pipeline_.admits(head); }),
+          signals_(workers_.context(0)),
+          save_pool_(control_.get_executor()),
           supervisor_(src_, registry_, control_.get_executor(),
                       [this](int backend, std::optional<std::string> charge_to) {
                           return save_slots(backend, std::move(charge_to));
@@ -114,13 +118,13 @@ public:
     int run(const run_options& options);
     void request_stop();  // any thread
 
-private:
+  private:
     void on_signal(int sig);
     void reload(const char* why);  // on control_ only: reloads are serialized
     void stop();
     void watch_file();
     awaitable<void> save_slots(int backend, std::optional<std::string> charge_to);  // on control_
-    awaitable<void> shutdown_backends();        // on control_
+    awaitable<void> shutdown_backends();                                            // on control_
 
     std::string path_;
     // Where supervised backends' sockets are (make_private_dir; "" until one is supervised),
@@ -131,9 +135,9 @@ private:
     } sockets_;
     config::source src_;
     http_server::workers workers_;
-    one_thread index_thread_;             // SQLite work never runs on an I/O worker
-    one_thread file_thread_;              // slot files copied between replicas' directories
-    one_thread control_;                  // reloads: file reads, index opens
+    one_thread index_thread_;  // SQLite work never runs on an I/O worker
+    one_thread file_thread_;   // slot files copied between replicas' directories
+    one_thread control_;       // reloads: file reads, index opens
     routing::registry registry_;
     monitoring::monitor monitor_;
     tier::disk_tier disk_;
@@ -141,7 +145,7 @@ private:
     http_server::server server_;
     net::signal_set signals_;
     const std::optional<int> reload_signal_ = reload_signal();  // SIGHUP; none on Windows
-    upstream::pool save_pool_;            // slot saves before a stop, on control_
+    upstream::pool save_pool_;  // slot saves before a stop, on control_
     supervisor supervisor_;
     std::unique_ptr<file_watch> watch_;
     bool stopping_ = false;  // on worker 0
@@ -183,10 +187,11 @@ int runtime::run(const run_options& options) {
         // warmslot adds --cache-ram 0 to what it starts; a url backend's flags are not its own.
         for (const auto& b : cfg->backends) {
             if (!b.supervised()) {
-                spdlog::warn("cache.isolation: tenant: backend {} is not started by warmslot; run "
-                             "it with --cache-ram 0, or its RAM prompt cache can give one "
-                             "tenant's request another tenant's cached prompt",
-                             b.name);
+                spdlog::warn(
+                    "cache.isolation: tenant: backend {} is not started by warmslot; run "
+                    "it with --cache-ram 0, or its RAM prompt cache can give one "
+                    "tenant's request another tenant's cached prompt",
+                    b.name);
             }
         }
     }
@@ -243,13 +248,16 @@ void runtime::stop() {
     if (std::exchange(stopping_, true)) return;
     signals_.cancel();
     sd_notify::stopping("draining requests");
-    net::co_spawn(workers_.context(0), [this]() -> awaitable<void> {
-        co_await server_.drain(src_.current()->timeouts.shutdown_grace);
-        monitor_.stop();
-        sd_notify::status("saving slots and stopping backends");
-        co_await net::co_spawn(control_, shutdown_backends(), net::use_awaitable);
-        workers_.stop();
-    }, net::detached);
+    net::co_spawn(
+        workers_.context(0),
+        [this]() -> awaitable<void> {
+            co_await server_.drain(src_.current()->timeouts.shutdown_grace);
+            monitor_.stop();
+            sd_notify::status("saving slots and stopping backends");
+            co_await net::co_spawn(control_, shutdown_backends(), net::use_awaitable);
+            workers_.stop();
+        },
+        net::detached);
 }
 
 awaitable<void> runtime::shutdown_backends() {
@@ -274,9 +282,8 @@ awaitable<void> runtime::save_slots(int backend, std::optional<std::string> char
 // The config file is watched; a change reloads it like SIGHUP does.
 void runtime::watch_file() {
     try {
-        watch_ = std::make_unique<file_watch>(path_, [this] {
-            net::post(control_, [this] { reload("file changed"); });
-        });
+        watch_ = std::make_unique<file_watch>(
+            path_, [this] { net::post(control_, [this] { reload("file changed"); }); });
     } catch (const std::exception& e) {
         spdlog::warn("config file {} is not watched ({}); reload with SIGHUP", path_, e.what());
     }
@@ -334,10 +341,11 @@ void raise_fd_limit(const config::config& cfg) {
     // Each client connection may hold an upstream connection too; a few dozen for the rest.
     const auto wanted = 2 * static_cast<rlim_t>(cfg.limits.max_connections) + 64;
     if (r.rlim_cur != RLIM_INFINITY && r.rlim_cur < wanted) {
-        spdlog::warn("the open file limit is {}, below the {} that limits.max_connections = {} "
-                     "may need; raise it (LimitNOFILE= in a systemd unit, ulimit -n)",
-                     static_cast<unsigned long long>(r.rlim_cur),
-                     static_cast<unsigned long long>(wanted), cfg.limits.max_connections);
+        spdlog::warn(
+            "the open file limit is {}, below the {} that limits.max_connections = {} "
+            "may need; raise it (LimitNOFILE= in a systemd unit, ulimit -n)",
+            static_cast<unsigned long long>(r.rlim_cur), static_cast<unsigned long long>(wanted),
+            cfg.limits.max_connections);
     }
 #else
     (void)cfg;

@@ -38,13 +38,13 @@ awaitable<client_response> call(client_target t, bool post, std::string target, 
 }
 
 class event_relay final : public sse::event_sink {
-public:
+  public:
     explicit event_relay(const event_handler& h) : h_(h) {}
     void on_event(std::string_view name, std::string_view data, std::string_view) override {
         h_(name, data);
     }
 
-private:
+  private:
     const event_handler& h_;
 };
 

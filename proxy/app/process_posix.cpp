@@ -280,8 +280,8 @@ std::string make_private_dir() {
     std::string dir = base + "/warmslot-XXXXXX";
     // A socket's path must fit sockaddr_un with room for the file names warmslot gives.
     if (dir.size() + 16 >= sizeof(sockaddr_un{}.sun_path)) {
-        throw os_error(ENAMETOOLONG, "the directory for the llama-servers' sockets under " +
-                                         base + " would be too long for a socket path");
+        throw os_error(ENAMETOOLONG, "the directory for the llama-servers' sockets under " + base +
+                                         " would be too long for a socket path");
     }
     if (::mkdtemp(dir.data()) == nullptr)  // mode 0700, owned by this process's user
         throw os_error(errno, "cannot make a private directory under " + base);

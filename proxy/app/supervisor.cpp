@@ -1,13 +1,13 @@
 #include "app/supervisor.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -55,8 +55,8 @@ void assign_addresses(config::config& cfg, const std::string& socket_dir) {
     }
 }
 
-supervisor::supervisor(const config::source& src, routing::registry& reg,
-                       net::any_io_executor ex, save_fn save)
+supervisor::supervisor(const config::source& src, routing::registry& reg, net::any_io_executor ex,
+                       save_fn save)
     : src_(src), reg_(reg), ex_(std::move(ex)), save_(std::move(save)) {}
 
 supervisor::~supervisor() = default;
@@ -191,7 +191,8 @@ void supervisor::launch(int index, const config::backend& b, child& c) {
             const auto dir = std::filesystem::path(b.host).parent_path().string();
             std::string why;
             if (!is_private_dir(dir, why))
-                throw std::runtime_error("the sockets' directory " + dir + " is not private: " + why);
+                throw std::runtime_error("the sockets' directory " + dir +
+                                         " is not private: " + why);
             remove_file(b.host);  // a socket the previous process left
         }
         if (!b.slot_save_path.empty()) std::filesystem::create_directories(b.slot_save_path);

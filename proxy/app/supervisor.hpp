@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "app/process.hpp"
 #include "api/tenant_limits.hpp"
+#include "app/process.hpp"
 #include "app/supervised_argv.hpp"
 #include "config/source.hpp"
 #include "net/beast.hpp"
@@ -40,7 +40,7 @@ namespace warmslot::app {
 void assign_addresses(config::config& cfg, const std::string& socket_dir);
 
 class supervisor final : public service::starter {
-public:
+  public:
     // Saves a backend's valuable slots before it stops (the disk tier), charged to `charge_to`
     // when given (the tenant whose request made a swap stop it); may be empty.
     using save_fn =
@@ -91,7 +91,7 @@ public:
 
     struct child;  // one supervised backend (app/supervisor_child.hpp)
 
-private:
+  private:
     using stop_list = std::vector<std::pair<int, std::string>>;
     awaitable<void> loop();
     void tick(const config::config& cfg, routing::clock::time_point now);
@@ -105,7 +105,7 @@ private:
                                              std::string tenant, std::function<bool()> gone);
     void launch(int index, const config::backend& b, child& c);
     awaitable<void> save_and_stop(int backend, std::string why);
-    child& child_of(std::size_t backend);  // under mu_
+    child& child_of(std::size_t backend);                // under mu_
     const child* find_child(std::size_t backend) const;  // under mu_
 
     const config::source& src_;
@@ -116,7 +116,7 @@ private:
     mutable std::mutex mu_;  // children_'s flags and counts for wake(), used() and the views
     swap_totals totals_;     // under mu_
     std::vector<std::unique_ptr<child>> children_;  // by backend index
-    api::tenant_limits swap_limits_;  // the swaps each tenant asked for (thread-safe)
+    api::tenant_limits swap_limits_;                // the swaps each tenant asked for (thread-safe)
 };
 
 }  // namespace warmslot::app

@@ -43,14 +43,10 @@ std::optional<std::size_t> backend_named(const config::config& cfg, const std::s
 
 const char* state_name(routing::swap::state st) {
     switch (st) {
-        case routing::swap::state::stopped:
-            return "stopped";
-        case routing::swap::state::starting:
-            return "starting";
-        case routing::swap::state::running:
-            return "running";
-        case routing::swap::state::draining:
-            return "draining";
+        case routing::swap::state::stopped: return "stopped";
+        case routing::swap::state::starting: return "starting";
+        case routing::swap::state::running: return "running";
+        case routing::swap::state::draining: return "draining";
     }
     return "stopped";
 }
@@ -295,8 +291,7 @@ awaitable<service::admission> supervisor::wake_group(const config::config& cfg,
                                         "stays {}",
                                         cfg.tenants.limits.swaps_per_minute,
                                         cfg.backends[*target].name, state_name(st)),
-                            std::max(secs, std::chrono::seconds(1)),
-                            api::error_kind::rate_limited};
+                            std::max(secs, std::chrono::seconds(1)), api::error_kind::rate_limited};
                     }
                     c.asked_by = tenant;
                 }

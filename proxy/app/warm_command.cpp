@@ -1,6 +1,7 @@
 #include "app/warm_command.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,7 +37,7 @@ std::string read_file(const std::string& path) {
 // Shows the progress events of a warm-up: on a terminal one line redrawn in place, otherwise a
 // line each time another tenth of the prefix is done and when the save begins.
 class progress_printer {
-public:
+  public:
     explicit progress_printer(bool terminal) : terminal_(terminal) {}
 
     void show(const api::warm_progress& p) {
@@ -72,7 +73,7 @@ public:
     }
     const std::optional<api::warm_progress>& last() const { return last_; }
 
-private:
+  private:
     bool terminal_;
     bool drawn_ = false;
     std::string phase_;
@@ -88,7 +89,7 @@ std::string summary(const nlohmann::json& r, double seconds) {
                        std::to_string(r.value("slot", -1));
     if (r.value("saved", false)) {
         return "saved " + std::to_string(r.value("tokens", 0)) + " tokens on " + where + " in " +
-               std::to_string(static_cast<long>(seconds + 0.5)) + " s (prefix " +
+               std::to_string(std::lround(seconds)) + " s (prefix " +
                r.value("key", std::string()) + ")";
     }
     if (r.value("reason", "") == "already on disk") {

@@ -53,8 +53,8 @@ bool restore_judge::record(bool useful, policy_clock::time_point now) {
     ++useless_in_a_row;
     if (useless_in_a_row < useless_limit) return false;
     const unsigned doublings = std::min(pauses, 16u);
-    const auto pause = std::min<std::chrono::seconds>(first_pause * (std::int64_t{1} << doublings),
-                                                      longest_pause);
+    const auto pause =
+        std::min<std::chrono::seconds>(first_pause * (std::int64_t{1} << doublings), longest_pause);
     ++pauses;
     off_until = now + pause;
     useless_in_a_row = useless_limit;  // after the pause: one trial, then judged again

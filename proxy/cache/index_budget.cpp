@@ -1,12 +1,11 @@
 // The index's evictions: the files of least value per byte go first until the directory, or
 // one tenant's share of it, fits its budget. See index.hpp (enforce_budget).
-#include "cache/index.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_set>
 
+#include "cache/index.hpp"
 #include "cache/index_sql.hpp"
 #include "cache/tenant_budget.hpp"
 

@@ -1,10 +1,9 @@
 // The index's rows: finding a file by key or by the longest prefix of a prompt, writing and
 // dropping rows (a dropped row's file goes with it), and the learned split points. See
 // index.hpp.
-#include "cache/index.hpp"
-
 #include <string>
 
+#include "cache/index.hpp"
 #include "cache/index_sql.hpp"
 
 namespace warmslot::cache {
@@ -23,8 +22,8 @@ std::optional<snapshot> index::find(const std::string& key) const {
 std::optional<snapshot> index::longest_prefix(const std::string& identity,
                                               const token_chain& chain) const {
     std::lock_guard lock(mu_);
-    static const std::string sql = std::string(select_row) +
-                                   " WHERE identity = ?1 AND tokens <= ?2 ORDER BY tokens DESC";
+    static const std::string sql =
+        std::string(select_row) + " WHERE identity = ?1 AND tokens <= ?2 ORDER BY tokens DESC";
     statement st(db_, db_path_, "find a prefix", sql.c_str());
     // Shorter than the prompt: a file of the whole prompt leaves a hybrid slot nothing to
     // extend, and llama-server evaluates at least one token anyway.
@@ -34,7 +33,8 @@ std::optional<snapshot> index::longest_prefix(const std::string& identity,
     std::string want;
     while (st.step()) {
         auto s = read_snapshot(st);
-        if (s.tokens != last || want.empty()) want = chain.key_at(static_cast<std::size_t>(s.tokens));
+        if (s.tokens != last || want.empty())
+            want = chain.key_at(static_cast<std::size_t>(s.tokens));
         last = s.tokens;
         if (s.key == want) return s;
     }
@@ -116,8 +116,8 @@ std::vector<split_row> index::splits() const {
                  " ORDER BY last_passed");
     std::vector<split_row> out;
     while (st.step()) {
-        out.push_back({st.text(0), static_cast<std::uint64_t>(st.integer(1)), st.uinteger(2),
-                       st.integer(3)});
+        out.push_back(
+            {st.text(0), static_cast<std::uint64_t>(st.integer(1)), st.uinteger(2), st.integer(3)});
     }
     return out;
 }

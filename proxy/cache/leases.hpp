@@ -17,12 +17,14 @@
 namespace warmslot::cache {
 
 class key_leases {
-public:
+  public:
     // Ends when destroyed (or moved from and then destroyed). Must not outlive its key_leases.
     class lease {
-    public:
+      public:
         lease() = default;
-        lease(lease&& o) noexcept : owner_(o.owner_), key_(std::move(o.key_)) { o.owner_ = nullptr; }
+        lease(lease&& o) noexcept : owner_(o.owner_), key_(std::move(o.key_)) {
+            o.owner_ = nullptr;
+        }
         lease& operator=(lease&& o) noexcept;
         lease(const lease&) = delete;
         lease& operator=(const lease&) = delete;
@@ -31,7 +33,7 @@ public:
         const std::string& key() const { return key_; }
         bool active() const { return owner_ != nullptr; }
 
-    private:
+      private:
         friend class key_leases;
         lease(key_leases* owner, std::string key) : owner_(owner), key_(std::move(key)) {}
         key_leases* owner_ = nullptr;
@@ -50,7 +52,7 @@ public:
     // Every key with a lease now: what enforce_budget must keep.
     std::vector<std::string> held() const;
 
-private:
+  private:
     void end(const std::string& key);
     mutable std::mutex mu_;
     std::map<std::string, std::size_t> counts_;

@@ -24,8 +24,8 @@ namespace warmslot::cache {
 
 // What warmslot reads of a model file: its identity and its architecture.
 struct model_facts {
-    std::string id;            // "gguf:" and 32 hex digits (XXH3-128)
-    std::string architecture;  // general.architecture ("llama", "qwen35", ...), "" when absent
+    std::string id;               // "gguf:" and 32 hex digits (XXH3-128)
+    std::string architecture;     // general.architecture ("llama", "qwen35", ...), "" when absent
     bool sliding_window = false;  // <arch>.attention.sliding_window set above 0 (gemma-2/3 style)
 
     bool operator==(const model_facts&) const = default;

@@ -41,18 +41,12 @@ bool copy_allowed(std::uint64_t bytes, std::optional<std::uint64_t> free_bytes) 
 
 const char* name(bring_result r) noexcept {
     switch (r) {
-        case bring_result::linked:
-            return "linked";
-        case bring_result::copied:
-            return "copied";
-        case bring_result::missing:
-            return "missing";
-        case bring_result::no_room:
-            return "no_room";
-        case bring_result::too_slow:
-            return "too_slow";
-        case bring_result::failed:
-            return "failed";
+        case bring_result::linked: return "linked";
+        case bring_result::copied: return "copied";
+        case bring_result::missing: return "missing";
+        case bring_result::no_room: return "no_room";
+        case bring_result::too_slow: return "too_slow";
+        case bring_result::failed: return "failed";
     }
     return "?";
 }

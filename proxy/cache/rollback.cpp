@@ -25,13 +25,13 @@ rollback_choice choose_restore_or_rollback(const rollback_costs& c) {
     const double overshoot = std::max(0.0, c.overshoot_tokens);
     out.rollback_seconds = overshoot / rate;
     out.restore_seconds = static_cast<double>(c.file_bytes) / bytes_rate;
-    out.restore = overshoot >= min_overshoot_tokens &&
-                  out.rollback_seconds > margin * out.restore_seconds;
-    out.why = fmt::format("a rollback recomputes ~{:.0f} prefix tokens, {:.3f} s at {:.0f} tokens/s; "
-                          "the file ({:.1f} MB) restores in {:.3f} s at {:.0f} MB/s{}",
-                          overshoot, out.rollback_seconds, rate,
-                          static_cast<double>(c.file_bytes) / 1e6, out.restore_seconds,
-                          bytes_rate / 1e6, c.restore_bytes_per_second > 0 ? "" : " (assumed)");
+    out.restore =
+        overshoot >= min_overshoot_tokens && out.rollback_seconds > margin * out.restore_seconds;
+    out.why = fmt::format(
+        "a rollback recomputes ~{:.0f} prefix tokens, {:.3f} s at {:.0f} tokens/s; "
+        "the file ({:.1f} MB) restores in {:.3f} s at {:.0f} MB/s{}",
+        overshoot, out.rollback_seconds, rate, static_cast<double>(c.file_bytes) / 1e6,
+        out.restore_seconds, bytes_rate / 1e6, c.restore_bytes_per_second > 0 ? "" : " (assumed)");
     return out;
 }
 

@@ -24,7 +24,7 @@ namespace warmslot::cache {
 
 // What one choice rests on.
 struct rollback_costs {
-    double overshoot_tokens = 0;       // expected tokens of P a rollback recomputes
+    double overshoot_tokens = 0;  // expected tokens of P a rollback recomputes
     double prefill_tokens_per_second = 0;
     std::uint64_t file_bytes = 0;
     double restore_bytes_per_second = 0;  // 0: unknown (assumed_restore_bytes_per_second)

@@ -9,10 +9,11 @@
 #ifdef _WIN32
 #include <fstream>
 #else
-#include <cerrno>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 #endif
 
 namespace warmslot::cache {
@@ -25,7 +26,7 @@ constexpr std::size_t chunk_bytes = 1 << 20;  // one read and write of a copy
 
 // A descriptor closed on every path out.
 class descriptor {
-public:
+  public:
     explicit descriptor(int fd) : fd_(fd) {}
     descriptor(descriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
     ~descriptor() {
@@ -36,7 +37,7 @@ public:
     int get() const { return fd_; }
     explicit operator bool() const { return fd_ >= 0; }
 
-private:
+  private:
     int fd_;
 };
 
@@ -99,8 +100,7 @@ std::string random_name_part() {
     const auto high = static_cast<std::uint64_t>(rd());
     const auto low = static_cast<std::uint64_t>(rd());
     char out[17];
-    std::snprintf(out, sizeof out, "%016llx",
-                  static_cast<unsigned long long>((high << 32) ^ low));
+    std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>((high << 32) ^ low));
     return out;
 }
 

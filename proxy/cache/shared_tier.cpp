@@ -1,8 +1,7 @@
 #include "cache/shared_tier.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "cache/index.hpp"
@@ -36,9 +35,7 @@ std::optional<std::string> read_small(const fs::path& file) {
 }
 
 // A part of a name other users of the directory cannot guess.
-std::string unique_suffix(const std::string& tag) {
-    return tag + "-" + random_name_part();
-}
+std::string unique_suffix(const std::string& tag) { return tag + "-" + random_name_part(); }
 
 // Writes the manifest under a new temporary name (O_EXCL: nothing planted there is followed)
 // and renames it into place.

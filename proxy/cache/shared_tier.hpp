@@ -34,13 +34,13 @@ struct shared_entry {
     std::string key;       // the prefix's content address (as in the local index)
     std::string identity;  // the backend identity the file was saved with: only it may load it
     std::uint64_t tokens = 0;
-    std::uint64_t bytes = 0;       // the slot file's size
-    double prefill_seconds = 0;    // what computing the prefix again costs (the value)
-    std::uint64_t hits = 0;        // fetches by any warmslot
-    std::int64_t created = 0;      // unix seconds
-    std::int64_t last_used = 0;    // unix seconds: published or last fetched
-    std::string publisher;         // who published it (host and backend), for people
-    std::string tenant;            // whose request saved it ("" the default tenant)
+    std::uint64_t bytes = 0;     // the slot file's size
+    double prefill_seconds = 0;  // what computing the prefix again costs (the value)
+    std::uint64_t hits = 0;      // fetches by any warmslot
+    std::int64_t created = 0;    // unix seconds
+    std::int64_t last_used = 0;  // unix seconds: published or last fetched
+    std::string publisher;       // who published it (host and backend), for people
+    std::string tenant;          // whose request saved it ("" the default tenant)
 };
 
 inline constexpr std::size_t max_manifest_bytes = 4096;  // larger manifests are not read
@@ -93,10 +93,10 @@ std::vector<std::string> shared_evictions(const std::vector<shared_entry>& entri
                                           std::uint64_t budget);
 
 struct shared_sweep {
-    bool ran = false;             // false: another warmslot holds the lock
-    std::uint64_t bytes = 0;      // bytes of complete entries before eviction
+    bool ran = false;         // false: another warmslot holds the lock
+    std::uint64_t bytes = 0;  // bytes of complete entries before eviction
     std::vector<std::string> evicted;
-    std::size_t cleaned = 0;      // leftovers removed (temporaries, files without a partner)
+    std::size_t cleaned = 0;  // leftovers removed (temporaries, files without a partner)
 };
 
 // Over budget, evicts the least valuable entries (shared_evictions). Also removes what a crash

@@ -27,7 +27,8 @@ file_state check_slot_file(const std::filesystem::path& file, std::uint64_t save
     if (!read || read->size != saved_bytes) return file_state::damaged;
     const std::uint64_t size = read->size;
     std::array<unsigned char, header_bytes> head{};
-    for (std::size_t i = 0; i < header_bytes; ++i) head[i] = static_cast<unsigned char>(read->bytes[i]);
+    for (std::size_t i = 0; i < header_bytes; ++i)
+        head[i] = static_cast<unsigned char>(read->bytes[i]);
     if (le32(head, 0) != state_seq_magic) return file_state::damaged;
     const std::uint64_t tokens = le32(head, 8);
     return header_bytes + 4 * tokens <= size ? file_state::intact : file_state::damaged;

@@ -75,10 +75,10 @@ std::size_t split_points::points(const std::string& identity) const {
 void split_points::trim(per_identity& id) const {
     while (id.prompts.size() > limits_.prompts) id.prompts.pop_back();
     while (id.points.size() > limits_.points) {
-        auto oldest = std::min_element(id.points.begin(), id.points.end(),
-                                       [](const auto& a, const auto& b) {
-                                           return a.second.last_passed < b.second.last_passed;
-                                       });
+        auto oldest =
+            std::min_element(id.points.begin(), id.points.end(), [](const auto& a, const auto& b) {
+                return a.second.last_passed < b.second.last_passed;
+            });
         id.points.erase(oldest);
     }
 }

@@ -19,10 +19,10 @@
 namespace warmslot::cache {
 
 class split_points {
-public:
+  public:
     struct limits {
-        std::size_t prompts = 64;  // remembered prompts per identity (one per conversation)
-        std::size_t points = 1024; // split points per identity, the least recently passed go
+        std::size_t prompts = 64;   // remembered prompts per identity (one per conversation)
+        std::size_t points = 1024;  // split points per identity, the least recently passed go
         std::size_t min_continuation_blocks = 2;
     };
     split_points() = default;
@@ -51,7 +51,7 @@ public:
 
     std::size_t points(const std::string& identity) const;
 
-private:
+  private:
     struct point {
         std::size_t at = 0;  // blocks
         std::uint64_t last_passed = 0;

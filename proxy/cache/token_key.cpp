@@ -34,8 +34,8 @@ std::string token_chain::key_at(std::size_t n) const {
     n = std::min(n, tokens_.size());
     const std::size_t q = n / token_block;
     const std::uint64_t before = q == 0 ? seed_ : blocks_[q - 1];
-    const std::uint64_t tail = hash_tokens(tokens_.data() + q * token_block, n - q * token_block,
-                                           before);
+    const std::uint64_t tail =
+        hash_tokens(tokens_.data() + q * token_block, n - q * token_block, before);
     const std::array<std::uint64_t, 2> last{tail, static_cast<std::uint64_t>(n)};
     return fmt::format("{:016x}", XXH3_64bits(last.data(), sizeof(last)));
 }

@@ -25,7 +25,7 @@ inline constexpr std::size_t token_block = 64;
 inline constexpr std::uint32_t token_key_version = 1;
 
 class token_chain {
-public:
+  public:
     token_chain() = default;
     token_chain(std::string_view identity, std::vector<int> tokens);
 
@@ -37,7 +37,7 @@ public:
     // The key of the first `n` tokens (n <= size(); 16 lower-case hex digits).
     std::string key_at(std::size_t n) const;
 
-private:
+  private:
     std::uint64_t seed_ = 0;
     std::vector<int> tokens_;
     std::vector<std::uint64_t> blocks_;

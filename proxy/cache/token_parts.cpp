@@ -1,17 +1,17 @@
 #include "cache/token_parts.hpp"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cctype>
 #include <utility>
-
-#include <xxhash.h>
 
 namespace warmslot::cache {
 
 namespace {
 
-constexpr std::size_t max_angle = 48;    // bytes of a `<...>` candidate, brackets included
-constexpr std::size_t max_square = 24;   // and of a `[...]` one
+constexpr std::size_t max_angle = 48;   // bytes of a `<...>` candidate, brackets included
+constexpr std::size_t max_square = 24;  // and of a `[...]` one
 
 bool angle_inside(unsigned char c) { return c > ' ' && c != '<' && c != '>' && c != 0x7f; }
 bool square_inside(unsigned char c) {
@@ -55,9 +55,8 @@ std::vector<std::size_t> part_starts(std::string_view text, const std::vector<st
          i = text.find_first_of("<[", i + 1)) {
         if (i - starts.back() < min_part) continue;
         const auto rest = text.substr(i);
-        const bool at_marker = std::any_of(markers.begin(), markers.end(), [&](const auto& m) {
-            return rest.starts_with(m);
-        });
+        const bool at_marker = std::any_of(markers.begin(), markers.end(),
+                                           [&](const auto& m) { return rest.starts_with(m); });
         if (at_marker) starts.push_back(i);
     }
     return starts;

@@ -45,7 +45,7 @@ std::vector<std::size_t> part_starts(std::string_view text, const std::vector<st
 bool is_special(const std::vector<int>& parsed, const std::vector<int>& plain);
 
 class token_parts {
-public:
+  public:
     // Remembers at most `max_tokens` tokens of parts, least recently used dropped first.
     explicit token_parts(std::size_t max_tokens = 1u << 20);
 
@@ -81,7 +81,7 @@ public:
 
     static constexpr std::size_t max_judged = 512;
 
-private:
+  private:
     struct key {
         std::uint64_t low = 0, high = 0;
         bool operator==(const key&) const = default;

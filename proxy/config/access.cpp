@@ -200,9 +200,9 @@ std::vector<std::string> describe_keys(const config& c) {
         const char* role = g.role == key_role::client     ? "client"
                            : g.role == key_role::observer ? "observer"
                                                           : "admin";
-        out.push_back("api_keys[" + std::to_string(i) + "]: " + role + " of " +
-                      (g.tenant.empty() ? std::string("the default tenant")
-                                        : "tenant " + g.tenant));
+        out.push_back(
+            "api_keys[" + std::to_string(i) + "]: " + role + " of " +
+            (g.tenant.empty() ? std::string("the default tenant") : "tenant " + g.tenant));
     }
     return out;
 }

@@ -17,38 +17,38 @@ cache_settings reader::read_cache(const entry& e) const {
             fail(v.line, v.path, "must be an absolute directory path");
         while (into.size() > 1 && into.back() == '/') into.pop_back();
     };
-    read_map(e, {{"enabled", [&](const entry& v) { out.enabled = read_bool(v); }},
-                 {"dir", [&](const entry& v) { directory(v, out.dir); }},
-                 {"max_disk",
-                  [&](const entry& v) { out.max_disk = read_size(v, 1024 * 1024, UINT64_MAX / 2); }},
-                 {"min_prefix_tokens",
-                  [&](const entry& v) { out.min_prefix_tokens = read_count(v, 1, 100'000'000); }},
-                 {"snapshot_after_uses",
-                  [&](const entry& v) { out.snapshot_after_uses = read_count(v, 1, 1'000'000); }},
-                 {"save_after_answer",
-                  [&](const entry& v) { out.save_after_answer = read_bool(v); }},
-                 {"conversation_files",
-                  [&](const entry& v) { out.conversation_files = read_bool(v); }},
-                 {"slot_call_timeout",
-                  [&](const entry& v) { out.slot_call_timeout = read_duration(v); }},
-                 {"replica_files", [&](const entry& v) { out.replica_files = read_bool(v); }},
-                 {"shared_dir", [&](const entry& v) { directory(v, out.shared_dir); }},
-                 {"shared_max_disk",
-                  [&](const entry& v) {
-                      out.shared_max_disk = read_size(v, 1024 * 1024, UINT64_MAX / 2);
-                  }},
-                 {"shared_timeout", [&](const entry& v) { out.shared_timeout = read_duration(v); }},
-                 {"shared_across_tenants",
-                  [&](const entry& v) { out.shared_across_tenants = read_bool(v); }},
-                 {"isolation",
-                  [&](const entry& v) {
-                      const std::string mode = read_scalar(v, "shared or tenant");
-                      if (mode == "shared") out.isolation = isolation_mode::shared;
-                      else if (mode == "tenant") out.isolation = isolation_mode::tenant;
-                      else fail(v.line, v.path, "expected shared or tenant, found \"" + mode + "\"");
-                  }},
-                 {"tenant_max_disk",
-                  [&](const entry& v) { out.tenant_max_disk = read_tenant_budgets(v); }}});
+    read_map(
+        e,
+        {{"enabled", [&](const entry& v) { out.enabled = read_bool(v); }},
+         {"dir", [&](const entry& v) { directory(v, out.dir); }},
+         {"max_disk",
+          [&](const entry& v) { out.max_disk = read_size(v, 1024 * 1024, UINT64_MAX / 2); }},
+         {"min_prefix_tokens",
+          [&](const entry& v) { out.min_prefix_tokens = read_count(v, 1, 100'000'000); }},
+         {"snapshot_after_uses",
+          [&](const entry& v) { out.snapshot_after_uses = read_count(v, 1, 1'000'000); }},
+         {"save_after_answer", [&](const entry& v) { out.save_after_answer = read_bool(v); }},
+         {"conversation_files", [&](const entry& v) { out.conversation_files = read_bool(v); }},
+         {"slot_call_timeout", [&](const entry& v) { out.slot_call_timeout = read_duration(v); }},
+         {"replica_files", [&](const entry& v) { out.replica_files = read_bool(v); }},
+         {"shared_dir", [&](const entry& v) { directory(v, out.shared_dir); }},
+         {"shared_max_disk",
+          [&](const entry& v) { out.shared_max_disk = read_size(v, 1024 * 1024, UINT64_MAX / 2); }},
+         {"shared_timeout", [&](const entry& v) { out.shared_timeout = read_duration(v); }},
+         {"shared_across_tenants",
+          [&](const entry& v) { out.shared_across_tenants = read_bool(v); }},
+         {"isolation",
+          [&](const entry& v) {
+              const std::string mode = read_scalar(v, "shared or tenant");
+              if (mode == "shared")
+                  out.isolation = isolation_mode::shared;
+              else if (mode == "tenant")
+                  out.isolation = isolation_mode::tenant;
+              else
+                  fail(v.line, v.path, "expected shared or tenant, found \"" + mode + "\"");
+          }},
+         {"tenant_max_disk",
+          [&](const entry& v) { out.tenant_max_disk = read_tenant_budgets(v); }}});
     if (out.dir.empty()) out.dir = default_cache_dir();
     return out;
 }

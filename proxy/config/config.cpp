@@ -3,6 +3,9 @@
 // in a file of its own; reader.hpp says which.
 #include "config/config.hpp"
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -11,9 +14,6 @@
 #include <sstream>
 #include <system_error>
 #include <utility>
-
-#include <yaml-cpp/eventhandler.h>
-#include <yaml-cpp/parser.h>
 
 #include "config/reader.hpp"
 

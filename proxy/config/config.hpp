@@ -37,7 +37,7 @@ enum class start_mode {
 // part of a snapshot: every snapshot that has the backend shares it (a reload keeps it), the
 // supervisor sets it before a start, requests read it. Thread-safe.
 class child_secret {
-public:
+  public:
     std::string key() const {
         const std::lock_guard lock(mu_);
         return key_;
@@ -47,7 +47,7 @@ public:
         key_ = std::move(key);
     }
 
-private:
+  private:
     mutable std::mutex mu_;
     std::string key_;
 };
@@ -62,7 +62,7 @@ struct backend {
                              // "127.0.0.1" where there are none (Windows)
     std::uint16_t port = 0;  // parsed from url (default 80); 0 for a command backend on a UNIX
                              // socket; else the loopback port picked when warmslot starts
-    std::vector<std::string> models; // names requests may use for this backend's model
+    std::vector<std::string> models;  // names requests may use for this backend's model
     // A url backend's --ctx-checkpoints as its owner states it (llama-server does not show it):
     // 0 on a hybrid model means a rollback recomputes the prefix. std::nullopt: not stated.
     // A command backend's is read from its command (routing::ctx_checkpoints_of).
@@ -80,17 +80,17 @@ struct backend {
     // A router's: a model warmslot loaded keeps its place this long while it is used (or
     // awaited) before warmslot unloads it for another (service/router_room.cpp).
     millis min_residency{30'000};
-    std::string slot_save_path;      // the directory given to its --slot-save-path, as seen
-                                     // from warmslot ("" = no disk tier for this backend). For a
-                                     // command backend it defaults to <cache.dir>/slots/<name>.
+    std::string slot_save_path;  // the directory given to its --slot-save-path, as seen
+                                 // from warmslot ("" = no disk tier for this backend). For a
+                                 // command backend it defaults to <cache.dir>/slots/<name>.
 
     // Supervision; only a command backend has these (url backends keep the defaults).
     std::vector<std::string> command;  // argv: program first, never a shell string. warmslot
                                        // adds --host, --port and --slot-save-path itself.
     start_mode start = start_mode::always;
-    millis idle_stop{0};               // stop after this long without requests; 0 = never
-                                       // (a swap group's home is never stopped for idling)
-    millis start_timeout{120'000};     // how long requests wait for it to start and turn healthy
+    millis idle_stop{0};                 // stop after this long without requests; 0 = never
+                                         // (a swap group's home is never stopped for idling)
+    millis start_timeout{120'000};       // how long requests wait for it to start and turn healthy
     millis restart_backoff_max{30'000};  // longest pause between restarts after it exits
     // Variables set for the process on top of the allow-listed ones it gets from warmslot's
     // environment (app/supervised_argv.hpp), in file order; a value may be secret: never log.
@@ -167,13 +167,13 @@ struct timeouts {
 
 // How requests are placed on backends and slots (see docs/config.md, "routing").
 struct routing_settings {
-    bool enabled = true;                      // false: pass through, llama-server picks slots
-    std::uint64_t short_request_tokens = 1000; // below this, with no long segment: a one-off
-    std::uint64_t long_segment_tokens = 512;  // a message this long makes a request valuable
-    bool scratch_slot = true;                 // keep one slot per backend for one-offs...
-    std::uint64_t scratch_min_slots = 3;      // ...when it has at least this many slots
-    millis max_wait{600'000};                 // longest wait for a busy slot holding a prefix
-    millis reconcile_interval{1'000};         // how often GET /slots is compared with beliefs
+    bool enabled = true;                        // false: pass through, llama-server picks slots
+    std::uint64_t short_request_tokens = 1000;  // below this, with no long segment: a one-off
+    std::uint64_t long_segment_tokens = 512;    // a message this long makes a request valuable
+    bool scratch_slot = true;                   // keep one slot per backend for one-offs...
+    std::uint64_t scratch_min_slots = 3;        // ...when it has at least this many slots
+    millis max_wait{600'000};                   // longest wait for a busy slot holding a prefix
+    millis reconcile_interval{1'000};           // how often GET /slots is compared with beliefs
 };
 
 // What one tenant's requests may take from what another's left (docs/security.md,
@@ -190,7 +190,7 @@ struct cache_settings {
     // else $HOME/.cache/warmslot/state; "" when none of them is set (then every command backend
     // needs an explicit slot_save_path).
     std::string dir;
-    std::uint64_t max_disk = 50ull * 1024 * 1024 * 1024; // bytes of slot files per directory
+    std::uint64_t max_disk = 50ull * 1024 * 1024 * 1024;  // bytes of slot files per directory
     std::uint64_t min_prefix_tokens = 2048;  // shorter stable prefixes are not snapshotted
     std::uint64_t snapshot_after_uses = 1;   // snapshot a prefix on its Nth use
     // A streamed request pinned on a full-attention model runs at once and its prefix's file is
@@ -201,7 +201,7 @@ struct cache_settings {
     // quarter of min_prefix_tokens and a quarter of that file (tier/disk_after.cpp). Its next
     // request, evicted from its slot meanwhile or after a restart, restores it.
     bool conversation_files = true;
-    millis slot_call_timeout{120'000};       // one slot save or restore call to llama-server
+    millis slot_call_timeout{120'000};  // one slot save or restore call to llama-server
     // On a miss, bring the prefix's file from another backend's slot directory with the same
     // identity (a replica): hard link, or copy across file systems.
     bool replica_files = true;
@@ -242,17 +242,17 @@ struct rewrite_rules {
     bool volatile_mark = true;                   // moved lines go inside a <context> block
     std::uint64_t document_min_bytes = 2048;     // a message or text part this long is a document
     std::vector<document_delimiter> document_delimiters;
-    bool document_order = false;                 // cached documents first, in cached order
+    bool document_order = false;  // cached documents first, in cached order
     edit_mode edits = edit_mode::reprocess;
-    double edit_similarity = 0.8;                // share of a document's chunks left unchanged
-    std::string edit_id;                         // regex with one capture group: a document id
-    std::uint64_t max_note_bytes = 4096;         // a longer revision note: send the new text
+    double edit_similarity = 0.8;         // share of a document's chunks left unchanged
+    std::string edit_id;                  // regex with one capture group: a document id
+    std::uint64_t max_note_bytes = 4096;  // a longer revision note: send the new text
 };
 
 struct rewrite_settings {
     rewrite_rules defaults;
     std::vector<std::pair<std::string, rewrite_rules>> models;  // by request "model" name
-    std::uint64_t memory = 64ull * 1024 * 1024;  // bytes of remembered documents
+    std::uint64_t memory = 64ull * 1024 * 1024;                 // bytes of remembered documents
     const rewrite_rules& for_model(std::string_view model) const;
 };
 

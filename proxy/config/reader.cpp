@@ -1,6 +1,8 @@
 // The YAML walker's primitives, shared by every section of the config: key paths and lines, maps
 // checked against their known keys, and the scalars of each kind (booleans, counts, sizes,
 // durations, lists of strings).
+#include "config/reader.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <string>
@@ -8,7 +10,6 @@
 #include <utility>
 
 #include "config/address.hpp"
-#include "config/reader.hpp"
 #include "util/units.hpp"
 
 namespace warmslot::config::detail {
@@ -127,8 +128,8 @@ millis reader::read_duration(const entry& e, bool allow_zero) const {
 
 std::vector<std::string> reader::read_list(const entry& e, std::string_view what) const {
     if (!e.node.IsSequence() && !e.node.IsNull())
-        fail(e.line, e.path, "expected a list of " + std::string(what) + ", found " +
-                                 std::string(kind_of(e.node)));
+        fail(e.line, e.path,
+             "expected a list of " + std::string(what) + ", found " + std::string(kind_of(e.node)));
     std::vector<std::string> out;
     for (std::size_t i = 0; i < e.node.size(); ++i) {
         const entry item{e.node[i], item_path(e.path, i), line_of(e.node[i], e.line)};

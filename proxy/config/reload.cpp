@@ -38,9 +38,8 @@ reload_plan plan_reload(const config& running, config parsed) {
     kept.reserve(running.backends.size() + fresh.size());
     for (std::size_t i = 0; i < running.backends.size(); ++i) {
         const backend& old = running.backends[i];
-        const auto match = std::find_if(fresh.begin(), fresh.end(), [&](const backend& b) {
-            return same_backend(old, b);
-        });
+        const auto match = std::find_if(fresh.begin(), fresh.end(),
+                                        [&](const backend& b) { return same_backend(old, b); });
         if (match == fresh.end()) {
             kept.push_back(old);
             if (!old.retired) {

@@ -2,9 +2,9 @@
 //
 // Backends keep their index for the life of the process, because slot beliefs, pools and the
 // disk tier are keyed by it: a backend is the same backend across a reload when its name and
-// its endpoint (url, or supervised command and its `env`) are unchanged. A backend missing from the new file
-// stays in the list as `retired` (it drains: no new requests, running ones finish); a new or
-// changed one is appended. A retired backend that comes back takes its old index again.
+// its endpoint (url, or supervised command and its `env`) are unchanged. A backend missing from the
+// new file stays in the list as `retired` (it drains: no new requests, running ones finish); a new
+// or changed one is appended. A retired backend that comes back takes its old index again.
 #pragma once
 
 #include <string>

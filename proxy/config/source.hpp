@@ -23,7 +23,7 @@ namespace warmslot::config {
 using snapshot = std::shared_ptr<const config>;
 
 class source {
-public:
+  public:
     explicit source(config initial)
         : current_(std::make_shared<const config>(std::move(initial))) {}
 
@@ -52,7 +52,7 @@ public:
         version_.fetch_add(1, std::memory_order_release);
     }
 
-private:
+  private:
     struct cached {
         std::uint64_t source_id = 0;  // 0: none; ids start at 1 and are never reused
         std::uint64_t version = 0;

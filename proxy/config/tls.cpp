@@ -21,7 +21,8 @@ tls_settings reader::read_tls(const entry& e) const {
     if (e.node.IsNull()) return out;
     const auto path = [&](const entry& v, std::string& into) {
         into = read_scalar(v, "a file path");
-        if (into.empty() || into.front() != '/') fail(v.line, v.path, "must be an absolute file path");
+        if (into.empty() || into.front() != '/')
+            fail(v.line, v.path, "must be an absolute file path");
     };
     read_map(e, {{"cert_file", [&](const entry& v) { path(v, out.cert_file); }},
                  {"key_file", [&](const entry& v) { path(v, out.key_file); }}});

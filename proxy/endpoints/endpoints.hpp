@@ -29,7 +29,7 @@ namespace warmslot::endpoints {
 
 // What warmslot knows of the backends it supervises (app/supervisor).
 class backend_states {
-public:
+  public:
     virtual ~backend_states() = default;
     // "stopped", "starting", "running" or "draining" for a supervised backend.
     virtual std::string state_of(int backend) const = 0;
@@ -78,8 +78,7 @@ answer metrics(const sources& s);
 // The dashboard's status JSON. `activity`: the requests a caller may see (`tenant`: only that
 // tenant's; null for an admin); `held(backend)`: requests waiting for its slots.
 awaitable<answer> status_json(sources s, const status::activity& activity,
-                              const std::string* tenant,
-                              std::function<std::size_t(int)> held);
+                              const std::string* tenant, std::function<std::size_t(int)> held);
 // GET /warmslot/, /warmslot/<file>: the page's files built into the binary.
 answer dashboard_file(std::string_view path);
 

@@ -2,9 +2,8 @@
 #include <fmt/format.h>
 
 #include <map>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "endpoints/endpoints.hpp"
 #include "upstream/llama_client.hpp"
@@ -16,8 +15,8 @@ constexpr std::chrono::milliseconds probe_timeout{3000};
 
 void counter(std::string& out, std::string_view name, std::string_view help, double value,
              std::string_view labels = "") {
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{} {}\n", name, help, name, name,
-                       labels, value);
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{} {}\n", name, help, name, name, labels,
+                       value);
 }
 
 void gauge(std::string& out, std::string_view name, std::string_view help, double value) {
@@ -50,8 +49,11 @@ awaitable<answer> health(sources s, upstream::pool& pool, bool with_backends) {
                                                std::min(cfg.timeouts.connect, probe_timeout));
         const char* state = r.status == 200 ? "ok" : r.status == 503 ? "loading" : "unreachable";
         any_ok = any_ok || r.status == 200;
-        backends.push_back({{"name", b.name}, {"url", b.url}, {"status", state},
-                            {"http_status", r.status}, {"routing", views[i].pinning},
+        backends.push_back({{"name", b.name},
+                            {"url", b.url},
+                            {"status", state},
+                            {"http_status", r.status},
+                            {"routing", views[i].pinning},
                             {"slots", views[i].slots.size()}});
     }
     const nlohmann::json report = {{"status", any_ok ? "ok" : "unavailable"},
@@ -116,8 +118,9 @@ answer metrics(const sources& s) {
     const auto c = s.reg->totals();
     const auto* disk = s.disk;
     std::string text;
-    text += "# HELP warmslot_requests_total Routed requests by planned route.\n"
-            "# TYPE warmslot_requests_total counter\n";
+    text +=
+        "# HELP warmslot_requests_total Routed requests by planned route.\n"
+        "# TYPE warmslot_requests_total counter\n";
     for (int r = 0; r <= static_cast<int>(routing::route::pass_through); ++r) {
         text += fmt::format("warmslot_requests_total{{route=\"{}\"}} {}\n",
                             routing::name(static_cast<routing::route>(r)), c.requests_by_route[r]);
@@ -149,30 +152,31 @@ answer metrics(const sources& s) {
     counter(text, "warmslot_belief_corrections_total",
             "Slot beliefs corrected from GET /slots or after a backend restart.",
             static_cast<double>(c.corrections));
-    text += "# HELP warmslot_replica_files_total Slot files found in another backend's slot "
-            "directory (a replica's) on a miss, by what became of them: linked or copied into "
-            "the asking backend's directory, or why not.\n"
-            "# TYPE warmslot_replica_files_total counter\n";
+    text +=
+        "# HELP warmslot_replica_files_total Slot files found in another backend's slot "
+        "directory (a replica's) on a miss, by what became of them: linked or copied into "
+        "the asking backend's directory, or why not.\n"
+        "# TYPE warmslot_replica_files_total counter\n";
     for (std::size_t r = 0; r < cache::bring_results; ++r) {
         const auto result = static_cast<cache::bring_result>(r);
         text += fmt::format("warmslot_replica_files_total{{result=\"{}\"}} {}\n",
                             cache::name(result), disk ? disk->replica_files_total(result) : 0);
     }
-    text += "# HELP warmslot_shared_files_total Calls to the shared tier (cache.shared_dir): "
-            "publishes after a save and fetches on a miss, by what came of them.\n"
-            "# TYPE warmslot_shared_files_total counter\n";
-    const auto shared =
-        disk ? disk->shared_files_total() : std::map<std::string, std::uint64_t>{};
+    text +=
+        "# HELP warmslot_shared_files_total Calls to the shared tier (cache.shared_dir): "
+        "publishes after a save and fetches on a miss, by what came of them.\n"
+        "# TYPE warmslot_shared_files_total counter\n";
+    const auto shared = disk ? disk->shared_files_total() : std::map<std::string, std::uint64_t>{};
     for (const auto& [op, results] :
          {std::pair{"publish", std::vector<const char*>{"published", "present", "too_big",
-                                                         "missing", "no_room", "too_slow",
-                                                         "failed", "busy", "unavailable"}},
+                                                        "missing", "no_room", "too_slow", "failed",
+                                                        "busy", "unavailable"}},
           std::pair{"fetch", std::vector<const char*>{"copied", "missing", "too_big", "no_room",
-                                                       "too_slow", "failed", "unavailable"}}}) {
+                                                      "too_slow", "failed", "unavailable"}}}) {
         for (const char* result : results) {
             const auto it = shared.find(std::string(op) + "/" + result);
-            text += fmt::format("warmslot_shared_files_total{{op=\"{}\",result=\"{}\"}} {}\n",
-                                op, result, it == shared.end() ? 0 : it->second);
+            text += fmt::format("warmslot_shared_files_total{{op=\"{}\",result=\"{}\"}} {}\n", op,
+                                result, it == shared.end() ? 0 : it->second);
         }
     }
     counter(text, "warmslot_shared_evictions_total",
@@ -187,9 +191,10 @@ answer metrics(const sources& s) {
           "Requests and slot reservations warmslot counts on its backends now (running, "
           "waiting for a slot, or preparing one); 0 whenever warmslot is idle.",
           static_cast<double>(c.in_flight));
-    text += "# HELP warmslot_requests_refused_total Requests warmslot refused itself, before any "
-            "backend, by reason.\n"
-            "# TYPE warmslot_requests_refused_total counter\n";
+    text +=
+        "# HELP warmslot_requests_refused_total Requests warmslot refused itself, before any "
+        "backend, by reason.\n"
+        "# TYPE warmslot_requests_refused_total counter\n";
     for (std::size_t r = 0; r < http_server::refusal_kinds; ++r) {
         const auto why = static_cast<http_server::refusal>(r);
         text += fmt::format("warmslot_requests_refused_total{{reason=\"{}\"}} {}\n",

@@ -33,8 +33,7 @@ std::vector<status::disk_dir> disk_dirs(const config::config& cfg,
 }  // namespace
 
 awaitable<answer> status_json(sources s, const status::activity& activity,
-                              const std::string* tenant,
-                              std::function<std::size_t(int)> held) {
+                              const std::string* tenant, std::function<std::size_t(int)> held) {
     auto& reg = *s.reg;
     status::status_input in;
     in.cfg = s.cfg;
@@ -62,7 +61,8 @@ answer dashboard_file(std::string_view path) {
     const auto name = path == "/warmslot" || path == "/warmslot/" ? std::string_view("index.html")
                                                                   : path.substr(10);
     const auto asset = status::find_asset(name);
-    if (!asset) return answer::failed(api::error_kind::not_found, "unknown endpoint " + std::string(path));
+    if (!asset)
+        return answer::failed(api::error_kind::not_found, "unknown endpoint " + std::string(path));
     answer a;
     a.content_type = std::string(asset->content_type);
     a.body = std::string(asset->body);

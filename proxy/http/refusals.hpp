@@ -41,13 +41,13 @@ constexpr std::string_view name(refusal r) noexcept {
 }
 
 class refusal_counts {
-public:
+  public:
     void add(refusal r) noexcept { counts_[index(r)].fetch_add(1, std::memory_order_relaxed); }
     std::uint64_t count(refusal r) const noexcept {
         return counts_[index(r)].load(std::memory_order_relaxed);
     }
 
-private:
+  private:
     static constexpr std::size_t index(refusal r) noexcept { return static_cast<std::size_t>(r); }
     std::array<std::atomic<std::uint64_t>, refusal_kinds> counts_{};
 };

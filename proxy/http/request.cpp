@@ -1,13 +1,12 @@
 // Reading one request under the configured limits and deadlines, handing it to the handler, and
 // the answers to what is refused before it gets there (each counted, with one access line).
 // See server.hpp (serve_one, read_body).
-#include "http/server.hpp"
-
 #include <fmt/format.h>
 
 #include <tuple>
 
 #include "api/errors.hpp"
+#include "http/server.hpp"
 #include "http/server_log.hpp"
 #include "util/escape.hpp"
 
@@ -18,13 +17,13 @@ using namespace server_detail;
 
 // One request in flight while it lives.
 class in_flight {
-public:
+  public:
     explicit in_flight(std::atomic<std::size_t>& n) : n_(n) { ++n_; }
     ~in_flight() { --n_; }
     in_flight(const in_flight&) = delete;
     in_flight& operator=(const in_flight&) = delete;
 
-private:
+  private:
     std::atomic<std::size_t>& n_;
 };
 
@@ -95,15 +94,16 @@ awaitable<bool> answer_header_error(timed_stream& stream, const error_code& ec,
                                     const std::string& id, const config::config& cfg,
                                     refusal_counts& counts, const http::request_header<>& head) {
     if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-        note_refusal(counts, stream, refusal::headers_too_large,
-                     api::error_kind::headers_too_large, id, nullptr, cfg);
+        note_refusal(counts, stream, refusal::headers_too_large, api::error_kind::headers_too_large,
+                     id, nullptr, cfg);
         co_await answer_error(stream, api::error_kind::headers_too_large,
                               "request headers are too large", id, cfg);
     } else if (ec == http::error::body_limit) {  // a declared Content-Length over the limit
         // The header is whole when its Content-Length is found over the limit.
         note_refusal(counts, stream, refusal::body_too_large, api::error_kind::payload_too_large,
                      id, &head, cfg);
-        co_await answer_error(stream, api::error_kind::payload_too_large,
+        co_await answer_error(
+            stream, api::error_kind::payload_too_large,
             fmt::format("request body is over the limit of {} bytes", cfg.limits.max_body_bytes),
             id, cfg);
     } else if (parse_error(ec)) {
@@ -137,7 +137,8 @@ awaitable<server::ending> server::serve_one(timed_stream& stream, beast::flat_bu
     // operation that would complete through the scheduler.
     error_code ec = parse_buffered_header(parser, buffer);
     if (!ec && !parser.is_header_done()) {
-        std::tie(ec, std::ignore) = co_await http::async_read_header(stream, buffer, parser, nothrow);
+        std::tie(ec, std::ignore) =
+            co_await http::async_read_header(stream, buffer, parser, nothrow);
     }
     const std::string id = fmt::format("{:x}", next_id_++);
     if (ec) {
@@ -148,9 +149,10 @@ awaitable<server::ending> server::serve_one(timed_stream& stream, beast::flat_bu
     if (too_many_fields(parser.get(), cfg->limits.max_header_count)) {
         note_refusal(refusals_, stream, refusal::too_many_headers,
                      api::error_kind::headers_too_large, id, &parser.get(), *cfg);
-        co_await answer_error(stream, api::error_kind::headers_too_large,
-            fmt::format("request has more than {} header fields", cfg->limits.max_header_count),
-            id, *cfg);
+        co_await answer_error(
+            stream, api::error_kind::headers_too_large,
+            fmt::format("request has more than {} header fields", cfg->limits.max_header_count), id,
+            *cfg);
         co_return ending::linger;
     }
     const bool has_body = parser.chunked() || parser.content_length().value_or(0) > 0;
@@ -200,13 +202,15 @@ awaitable<std::optional<server::ending>> server::read_body(
     if (ec == http::error::body_limit) {
         kind = api::error_kind::payload_too_large;
         why = refusal::body_too_large;
-        message = fmt::format("request body is over the limit of {} bytes",
-                              cfg.limits.max_body_bytes);
+        message =
+            fmt::format("request body is over the limit of {} bytes", cfg.limits.max_body_bytes);
     } else if (ec == http::error::buffer_overflow) {
         kind = api::error_kind::bad_request;
         why = refusal::chunk_line_too_long;
-        message = fmt::format("a chunk-size line or the trailer section is over the limit of "
-                              "{} bytes", buffer.max_size());
+        message = fmt::format(
+            "a chunk-size line or the trailer section is over the limit of "
+            "{} bytes",
+            buffer.max_size());
     } else if (ec == beast::error::timeout) {
         kind = api::error_kind::request_timeout;
         why = refusal::body_timeout;

@@ -1,11 +1,11 @@
 // Writing answers: a response's head as Beast would serialize it, a string-bodied response in
 // one gather write, and warmslot's own JSON answers. See server.hpp.
-#include "http/server.hpp"
-
 #include <fmt/format.h>
 
 #include <array>
 #include <tuple>
+
+#include "http/server.hpp"
 
 namespace warmslot::http_server {
 namespace {
@@ -22,8 +22,8 @@ void append_fields(std::string& head, const http::fields& fields) {
 
 // An answer warmslot writes itself: JSON with data about the server or its clients, never to be
 // cached or read as anything else.
-http::response<http::string_body> json_response(unsigned status, std::string body,
-                                                bool keep_alive, const std::string& request_id) {
+http::response<http::string_body> json_response(unsigned status, std::string body, bool keep_alive,
+                                                const std::string& request_id) {
     http::response<http::string_body> res{static_cast<http::status>(status), 11};
     res.set(http::field::content_type, "application/json; charset=utf-8");
     res.set(http::field::cache_control, "no-store");

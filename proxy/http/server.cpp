@@ -53,8 +53,12 @@ awaitable<void> close_gracefully(timed_stream& stream, bool drain_input) {
 }  // namespace
 
 server::server(const config::source& src, workers& w, handler h, screen s)
-    : src_(src), workers_(w), handler_(std::move(h)), screen_(std::move(s)),
-      acceptor_(w.context(0)), idle_(w.size(), nullptr) {}
+    : src_(src),
+      workers_(w),
+      handler_(std::move(h)),
+      screen_(std::move(s)),
+      acceptor_(w.context(0)),
+      idle_(w.size(), nullptr) {}
 
 server::~server() = default;
 
@@ -62,9 +66,8 @@ void server::listen() {
     const auto cfg = src_.current();
     if (cfg->tls.enabled()) reload_tls(*cfg);
     error_code ec;
-    const auto address = net::ip::make_address(cfg->listen.host == "localhost" ? "127.0.0.1"
-                                                                               : cfg->listen.host,
-                                               ec);
+    const auto address =
+        net::ip::make_address(cfg->listen.host == "localhost" ? "127.0.0.1" : cfg->listen.host, ec);
     const std::string where = fmt::format("{}:{}", cfg->listen.host, cfg->listen.port);
     if (ec) throw std::system_error(ec, "listen address " + where);
     const tcp::endpoint ep(address, cfg->listen.port);
@@ -134,16 +137,18 @@ awaitable<void> server::refuse_connection(tcp::socket socket, std::size_t limit)
     const std::string id = fmt::format("{:x}", next_id_++);
     const auto cfg = src_.current();
     if (cfg->log.access) {  // counted by the accept loop, with the connections closed unanswered
-        access_log()->info("req={} - - 503 backend=- slot=- route=\"-\" refused={} peer={} error={}",
-                           id, name(refusal::too_many_connections), peer_of(stream),
-                           api::name(api::error_kind::overloaded));
+        access_log()->info(
+            "req={} - - 503 backend=- slot=- route=\"-\" refused={} peer={} error={}", id,
+            name(refusal::too_many_connections), peer_of(stream),
+            api::name(api::error_kind::overloaded));
     }
     http::response<http::string_body> res{http::status::service_unavailable, 11};
     res.set("X-Warmslot-Request-Id", id);
     res.set(http::field::content_type, "application/json; charset=utf-8");
     res.set(http::field::retry_after, "1");
     res.keep_alive(false);
-    res.body() = api::error_body(api::error_kind::overloaded,
+    res.body() = api::error_body(
+        api::error_kind::overloaded,
         fmt::format("too many connections (limits.max_connections = {}); retry later", limit));
     res.prepare_payload();
     stream.expires_after(linger_time);
@@ -214,10 +219,13 @@ void server::close_idle(std::size_t worker) {
 
 void server::stop(std::chrono::milliseconds grace) {
     if (stopping_.exchange(true)) return;
-    net::co_spawn(acceptor_.get_executor(), [this, grace]() -> awaitable<void> {
-        co_await drain(grace);
-        workers_.stop();
-    }, net::detached);
+    net::co_spawn(
+        acceptor_.get_executor(),
+        [this, grace]() -> awaitable<void> {
+            co_await drain(grace);
+            workers_.stop();
+        },
+        net::detached);
 }
 
 awaitable<void> server::drain(std::chrono::milliseconds grace) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,8 +16,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <boost/asio/thread_pool.hpp>
 
 #include "config/config.hpp"
 #include "config/source.hpp"
@@ -32,8 +31,8 @@ namespace warmslot::http_server {
 struct exchange {
     timed_stream* client = nullptr;
     http::request<http::string_body> request;
-    std::string id;        // request id for logs and the X-Warmslot-Request-Id header
-    std::size_t worker = 0; // index of the worker running this exchange
+    std::string id;          // request id for logs and the X-Warmslot-Request-Id header
+    std::size_t worker = 0;  // index of the worker running this exchange
     bool keep_alive = true;
     // The request has a body that was not read because the screen refused it: the body is
     // empty, keep_alive is false, and the connection closes after the answer.
@@ -52,7 +51,7 @@ using screen = std::function<bool(const http::request_header<>&)>;
 // A fixed set of single-threaded io_contexts, and a small pool for the CPU-heavy work of
 // their requests (parsing a large body), which never runs on an I/O thread.
 class workers {
-public:
+  public:
     explicit workers(std::size_t n);
     ~workers();
     std::size_t size() const { return contexts_.size(); }
@@ -60,15 +59,16 @@ public:
     // The compute pool: (n + 1) / 2 threads, running from construction. A job posted there
     // from a request's coroutine resumes it on its worker when done. Thread-safe.
     net::thread_pool::executor_type compute() { return compute_.get_executor(); }
-    void start();     // one thread per io_context
+    void start();  // one thread per io_context
     // Waits for the threads (after stop), then for the compute pool's jobs, whose completions
     // wait in the stopped io_contexts for shutdown.
     void join();
-    void stop();      // stops every io_context at once; the compute pool's jobs run on
+    void stop();  // stops every io_context at once; the compute pool's jobs run on
     // After join: destroys every pending handler and suspended coroutine frame now, while what
     // their destructors use (the registry a reservation goes back to, ...) is still alive.
     void shutdown();
-private:
+
+  private:
     class own_context;  // an io_context whose shutdown can be called early
     std::vector<std::unique_ptr<own_context>> contexts_;
     std::vector<std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>>> guards_;
@@ -77,7 +77,7 @@ private:
 };
 
 class server {
-public:
+  public:
     // Limits and timeouts are read from the current config for each request. `s` may be
     // empty (every body is read).
     server(const config::source& src, workers& w, handler h, screen s = {});
@@ -115,7 +115,7 @@ public:
         idle_link* next = nullptr;
     };
 
-private:
+  private:
     // How a connection goes on after a request: another request, a close, or a close that
     // first reads and discards what the client still sends (so that an error answer is not
     // lost to a reset while the client is still sending).

@@ -5,16 +5,17 @@
 namespace warmslot::http_server {
 
 class workers::own_context : public net::io_context {
-public:
-    using net::io_context::io_context;
+  public:
     using net::execution_context::shutdown;  // protected in execution_context
+    using net::io_context::io_context;
 };
 
 workers::workers(std::size_t n) : compute_((n + 1) / 2) {
     for (std::size_t i = 0; i < n; ++i) {
         contexts_.push_back(std::make_unique<own_context>(1));
-        guards_.push_back(std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
-            contexts_.back()->get_executor()));
+        guards_.push_back(
+            std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
+                contexts_.back()->get_executor()));
     }
 }
 
@@ -31,9 +32,7 @@ void workers::stop() {
     for (auto& c : contexts_) c->stop();
 }
 
-net::io_context& workers::context(std::size_t i) {
-    return *contexts_[i];
-}
+net::io_context& workers::context(std::size_t i) { return *contexts_[i]; }
 
 void workers::shutdown() {
     // The guards first: an io_context on Windows (IOCP) waits in its shutdown until no work is

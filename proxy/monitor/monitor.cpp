@@ -1,15 +1,13 @@
 #include "monitor/monitor.hpp"
 
-#include "util/log.hpp"
-
-#include <utility>
-#include <nlohmann/json.hpp>
-
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "routing/observations.hpp"
 #include "upstream/llama_client.hpp"
+#include "util/log.hpp"
 
 namespace warmslot::monitoring {
 namespace {
@@ -143,8 +141,10 @@ awaitable<void> monitor::refresh(std::size_t i) {
 void monitor::unreadable(const config::backend& b, watch_state& st, const char* what) {
     if (st.unreadable) return;
     st.unreadable = true;
-    log()->warn("backend {}: {} answered fields of unexpected types: its state is unknown, it "
-                "takes no requests until it answers properly (polling goes on)", b.name, what);
+    log()->warn(
+        "backend {}: {} answered fields of unexpected types: its state is unknown, it "
+        "takes no requests until it answers properly (polling goes on)",
+        b.name, what);
 }
 
 // A process warmslot started requires the key warmslot gave it: one that answers /props without
@@ -161,9 +161,10 @@ awaitable<bool> monitor::own_process(config::backend b, watch_state& st) {
         co_return true;
     }
     if (std::exchange(st.impostor, true)) co_return false;
-    log()->error("backend {}: the process on {} answers without the key warmslot gave the "
-                 "process it started: it is not that process, and gets no requests",
-                 b.name, b.url);
+    log()->error(
+        "backend {}: the process on {} answers without the key warmslot gave the "
+        "process it started: it is not that process, and gets no requests",
+        b.name, b.url);
     co_return false;
 }
 
@@ -178,9 +179,10 @@ awaitable<bool> monitor::look(std::size_t i) {
         const auto state = co_await router_state(b);
         if (state && state->empty()) {
             if (!std::exchange(st.unlisted, true))
-                log()->error("backend {}: the router on {} does not list model {} (its GET "
-                             "/models): no request goes there; check the ids in `models`",
-                             b.name, b.url, b.router_model);
+                log()->error(
+                    "backend {}: the router on {} does not list model {} (its GET "
+                    "/models): no request goes there; check the ids in `models`",
+                    b.name, b.url, b.router_model);
             st.down = true;
             reg_.set_healthy(idx, false);
             co_return false;
@@ -189,7 +191,8 @@ awaitable<bool> monitor::look(std::size_t i) {
         if (state && *state != "loaded" && *state != "sleeping")
             co_return co_await router_unloaded(b, i);
     }
-    const auto answer = co_await upstream::call(pool_, b, http::verb::get, "/props", "", call_timeout);
+    const auto answer =
+        co_await upstream::call(pool_, b, http::verb::get, "/props", "", call_timeout);
     if (!b.router_model.empty() && !answer.ec && answer.status == 400 &&
         answer.body.find("not loaded") != std::string::npos) {
         co_return co_await router_unloaded(b, i);
@@ -221,8 +224,8 @@ awaitable<bool> monitor::look(std::size_t i) {
         }
         co_await read_identity(b, i, info, reading->model_alias, stamp, flags, env);
         if (!st.identity.empty() && info.identity != st.identity) {
-            log()->warn("backend {} restarted or changed ({}): its slots are assumed empty",
-                        b.name, info.model_path);
+            log()->warn("backend {} restarted or changed ({}): its slots are assumed empty", b.name,
+                        info.model_path);
             reg_.forget_all(idx);
         } else if (!st.identity.empty() && st.down) {
             // Back after it did not answer: the same model and settings, maybe a new process.
@@ -290,7 +293,8 @@ awaitable<void> monitor::read_identity(const config::backend& b, std::size_t i,
         parse(co_await upstream::call(pool_, b, http::verb::get, "/v1/models", "", call_timeout)));
     const auto adapters = parse(
         co_await upstream::call(pool_, b, http::verb::get, "/lora-adapters", "", call_timeout));
-    if (!adapters.is_null() && !routing::read_lora(adapters)) unreadable(b, *state_[i], "GET /lora-adapters");
+    if (!adapters.is_null() && !routing::read_lora(adapters))
+        unreadable(b, *state_[i], "GET /lora-adapters");
     info.lora = routing::read_lora(adapters).value_or("");
     info.model_meta = models.meta;
     info.models = b.models;
@@ -316,7 +320,8 @@ awaitable<std::pair<std::string, cache::model_facts>> monitor::model_stamp(std::
     co_return std::pair<std::string, cache::model_facts>{model_file_stamp(path), {}};
 }
 
-awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(config::backend b) {
+awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(
+    config::backend b) {
     co_return routing::read_slots(
         parse(co_await upstream::call(pool_, b, http::verb::get, "/slots", "", call_timeout)));
 }
@@ -350,11 +355,14 @@ awaitable<std::optional<bool>> monitor::probe_stable_slots(config::backend b, st
         // The slot's id as the prompt: a token or two, the least a probe can make llama-server
         // compute (it is counted in the backend's prompt tokens like any request's).
         json body = {{"prompt", std::to_string(slot)},
-                     {"n_predict", 1}, {"id_slot", slot}, {"cache_prompt", true},
+                     {"n_predict", 1},
+                     {"id_slot", slot},
+                     {"cache_prompt", true},
                      {"temperature", 0}};
         // Only the transport matters: the server may reject the one sampled token (a chat
         // parser refusing random output answers 500) after the prompt is in the slot.
-        auto r = co_await upstream::call(pool_, b, http::verb::post, "/completion", body.dump(), call_timeout);
+        auto r = co_await upstream::call(pool_, b, http::verb::post, "/completion", body.dump(),
+                                         call_timeout);
         if (r.ec) co_return false;
     }
     auto after = co_await read_slots(b);
@@ -372,10 +380,12 @@ awaitable<std::optional<bool>> monitor::probe_stable_slots(config::backend b, st
     }
     if (!stable && !state_[i]->warned) {
         state_[i]->warned = true;
-        log()->warn("backend {} clears idle slots into its RAM cache (llama-server started without "
-                    "-np): warmslot passes its requests through unrouted, so it does no worse than "
-                    "llama-server alone. For cache-aware routing start it with an explicit -np N "
-                    "(e.g. -np 4), or --no-cache-idle-slots, or --cache-ram 0.", b.name);
+        log()->warn(
+            "backend {} clears idle slots into its RAM cache (llama-server started without "
+            "-np): warmslot passes its requests through unrouted, so it does no worse than "
+            "llama-server alone. For cache-aware routing start it with an explicit -np N "
+            "(e.g. -np 4), or --no-cache-idle-slots, or --cache-ram 0.",
+            b.name);
     }
     co_return stable;
 }

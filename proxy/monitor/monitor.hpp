@@ -10,9 +10,9 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <functional>
-#include <boost/asio/thread_pool.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,7 +28,7 @@
 namespace warmslot::monitoring {
 
 class monitor {
-public:
+  public:
     monitor(const config::source& src, routing::registry& reg, net::any_io_executor ex);
     ~monitor();
     // Starts watching every backend of the current config that is not watched yet; a watch
@@ -43,7 +43,7 @@ public:
     using quiet_fn = std::function<void(int backend)>;
     void on_quiet(quiet_fn f) { on_quiet_ = std::move(f); }
 
-private:
+  private:
     // Per backend; only touched on ex_.
     struct watch_state {
         bool watching = false;
@@ -60,10 +60,10 @@ private:
         std::int64_t last_task = -1;  // highest task id its slots showed (routing::latest_task)
         net::steady_timer* timer = nullptr;  // the watch's pause, while it waits
         // A backend that sleeps (monitor/monitor_sleep.cpp):
-        bool asleep = false;                  // /props said so at the last check
-        bool metrics_warned = false;          // its /metrics did not answer (logged once)
-        bool saved_quiet = false;             // on_quiet was called in this quiet period
-        std::string activity;                 // what /metrics said had run, at the last change
+        bool asleep = false;          // /props said so at the last check
+        bool metrics_warned = false;  // its /metrics did not answer (logged once)
+        bool saved_quiet = false;     // on_quiet was called in this quiet period
+        std::string activity;         // what /metrics said had run, at the last change
         std::chrono::steady_clock::time_point quiet_since;
         bool unlisted = false;  // a router's model its GET /models did not list (logged once)
     };

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <utility>
 
-#include "routing/observations.hpp"
 #include "monitor/monitor.hpp"
+#include "routing/observations.hpp"
 #include "upstream/llama_client.hpp"
 #include "upstream/router_call.hpp"
 #include "util/log.hpp"
@@ -35,8 +35,7 @@ std::shared_ptr<spdlog::logger> log() {
 std::optional<std::string> activity_of(std::string_view metrics) {
     constexpr std::string_view names[] = {
         "llamacpp:prompt_tokens_total ", "llamacpp:tokens_predicted_total ",
-        "llamacpp:n_decode_total ", "llamacpp:requests_processing ",
-        "llamacpp:requests_deferred "};
+        "llamacpp:n_decode_total ", "llamacpp:requests_processing ", "llamacpp:requests_deferred "};
     std::string out;
     std::size_t at = 0;
     while (at < metrics.size()) {
@@ -69,13 +68,15 @@ awaitable<bool> monitor::let_sleep(config::backend b, std::size_t i, bool sleepi
     if (sleeping) {
         if (!std::exchange(st.asleep, true)) {
             if (b.router_model.empty())
-                log()->info("backend {} sleeps (llama-server --sleep-idle-seconds): its slots "
-                            "are empty until a request wakes it",
-                            b.name);
+                log()->info(
+                    "backend {} sleeps (llama-server --sleep-idle-seconds): its slots "
+                    "are empty until a request wakes it",
+                    b.name);
             else
-                log()->info("backend {}: the router has not loaded model {}: its slots are "
-                            "empty until a request loads it",
-                            b.name, b.router_model);
+                log()->info(
+                    "backend {}: the router has not loaded model {}: its slots are "
+                    "empty until a request loads it",
+                    b.name, b.router_model);
             reg_.forget_all(idx);
         }
         reg_.set_asleep(idx, true);
@@ -91,10 +92,11 @@ awaitable<bool> monitor::let_sleep(config::backend b, std::size_t i, bool sleepi
     const auto seen = r.ec || r.status != 200 ? std::nullopt : activity_of(r.body);
     if (!seen) {
         if (!std::exchange(st.metrics_warned, true)) {
-            log()->warn("backend {} sleeps after {} s without work, but its /metrics does not "
-                        "answer: warmslot reads its slots at every check, which keeps it awake "
-                        "(start llama-server with --metrics)",
-                        b.name, after.count() / 1000);
+            log()->warn(
+                "backend {} sleeps after {} s without work, but its /metrics does not "
+                "answer: warmslot reads its slots at every check, which keeps it awake "
+                "(start llama-server with --metrics)",
+                b.name, after.count() / 1000);
         }
         co_return false;
     }
@@ -137,7 +139,8 @@ awaitable<bool> monitor::router_unloaded(config::backend b, std::size_t i) {
 awaitable<std::optional<std::string>> monitor::router_state(config::backend b) {
     const auto model = b.router_model;
     b.router_model.clear();  // the router's own list
-    const auto r = co_await upstream::call(pool_, b, http::verb::get, "/models", "", metrics_timeout);
+    const auto r =
+        co_await upstream::call(pool_, b, http::verb::get, "/models", "", metrics_timeout);
     if (r.ec || r.status != 200) co_return std::nullopt;
     co_return upstream::read_router_state(r.body, model);
 }

@@ -6,7 +6,7 @@ namespace warmslot {
 
 struct timed_stream::timer_state {
     explicit timer_state(timed_stream* s) : owner(s) {}
-    timed_stream* owner;  // null once the stream is gone
+    timed_stream* owner;                                     // null once the stream is gone
     clock::time_point armed_for = clock::time_point::max();  // max: no wait pending
     unsigned generation = 0;  // of the wait that counts; earlier ones are ignored
 };

@@ -42,7 +42,7 @@ namespace warmslot {
 // cause was not found; Beast's per-operation timers are known to work there. Differences: a
 // timeout closes the socket (no 408 reaches a slow client), and timed_out() is not offered.
 class timed_stream {
-public:
+  public:
     using executor_type = net::any_io_executor;
     using clock = std::chrono::steady_clock;
 
@@ -52,7 +52,9 @@ public:
     executor_type get_executor() noexcept { return stream_.get_executor(); }
     tcp::socket& socket() noexcept { return stream_.socket(); }
     template <typename Rep, typename Period>
-    void expires_after(std::chrono::duration<Rep, Period> d) { stream_.expires_after(d); }
+    void expires_after(std::chrono::duration<Rep, Period> d) {
+        stream_.expires_after(d);
+    }
     void expires_at(clock::time_point deadline) { stream_.expires_at(deadline); }
     void expires_never() { stream_.expires_never(); }
     void disarm() { stream_.expires_never(); }
@@ -75,7 +77,7 @@ public:
         return stream_.async_connect(endpoints, std::forward<Token>(token));
     }
 
-private:
+  private:
     beast::tcp_stream stream_;
 };
 
@@ -100,16 +102,17 @@ namespace detail {
 // A completion handler of (error_code, size_t), type-erased for the TLS session, whose
 // operations are not templates. Move-only; invoked at most once, after its memory is freed.
 class erased_handler {
-public:
+  public:
+    // Never given an erased_handler: the handlers are Asio's and Beast's.
     template <typename Handler>
-    explicit erased_handler(Handler&& h)
-        : impl_(std::make_unique<impl<std::decay_t<Handler>>>(std::forward<Handler>(h))) {}
+    explicit erased_handler(Handler&& h)  // NOLINT(bugprone-forwarding-reference-overload)
+        : impl_(std::make_unique<impl<std::decay_t<Handler> > >(std::forward<Handler>(h))) {}
     void operator()(error_code ec, std::size_t n) {
         auto* p = impl_.release();
         p->invoke_and_free(ec, n);
     }
 
-private:
+  private:
     struct base {
         virtual ~base() = default;
         virtual void invoke_and_free(error_code ec, std::size_t n) = 0;
@@ -153,7 +156,7 @@ struct timeout_mapped {
 }  // namespace detail
 
 class timed_stream {
-public:
+  public:
     using executor_type = net::any_io_executor;
     using clock = std::chrono::steady_clock;
 
@@ -228,7 +231,7 @@ public:
             token, this, endpoints);
     }
 
-private:
+  private:
     // What a timer wait needs to know when it ends; outlives the stream until its last wait
     // ends.
     struct timer_state;
@@ -247,7 +250,8 @@ private:
     detail::timeout_mapped<Handler> mapped(Handler&& h) {
         ++pending_;
         if (deadline_ != clock::time_point::max()) watch();
-        return {std::move(h), this};
+        // Asio hands every initiation its handler as an rvalue: moved, as Asio's own do.
+        return {std::move(h), this};  // NOLINT(bugprone-move-forwarding-reference)
     }
     void watch();  // makes sure the timer wakes by deadline_
     void arm(clock::time_point at);

@@ -83,13 +83,14 @@ std::string plain_http_answer() {
     constexpr std::string_view body =
         R"({"error":{"code":400,"message":"this port speaks HTTPS: use https:// to reach it",)"
         R"("type":"invalid_request_error"}})";
-    return fmt::format("HTTP/1.1 400 Bad Request\r\n"
-                       "Content-Type: application/json; charset=utf-8\r\n"
-                       "Cache-Control: no-store\r\n"
-                       "X-Content-Type-Options: nosniff\r\n"
-                       "Connection: close\r\n"
-                       "Content-Length: {}\r\n\r\n{}",
-                       body.size(), body);
+    return fmt::format(
+        "HTTP/1.1 400 Bad Request\r\n"
+        "Content-Type: application/json; charset=utf-8\r\n"
+        "Cache-Control: no-store\r\n"
+        "X-Content-Type-Options: nosniff\r\n"
+        "Connection: close\r\n"
+        "Content-Length: {}\r\n\r\n{}",
+        body.size(), body);
 }
 
 }  // namespace

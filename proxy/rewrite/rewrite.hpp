@@ -13,12 +13,12 @@
 //                   system and developer items then become one.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>

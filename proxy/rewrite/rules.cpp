@@ -1,9 +1,9 @@
 #include "rewrite/rules.hpp"
 
+#include <algorithm>
+
 #include "api/chat_view.hpp"
 #include "rewrite/text.hpp"
-
-#include <algorithm>
 
 namespace warmslot::rewrite {
 namespace {
@@ -36,7 +36,8 @@ compiled_rules::compiled_rules(const config::rewrite_rules& r) : settings(r) {
         }
     }
     for (const auto& p : r.volatile_patterns) volatile_lines.emplace_back(p);
-    for (const auto& d : r.document_delimiters) delimiters.push_back({pattern(d.begin), pattern(d.end)});
+    for (const auto& d : r.document_delimiters)
+        delimiters.push_back({pattern(d.begin), pattern(d.end)});
     if (!r.edit_id.empty()) edit_id.emplace(r.edit_id);
 }
 

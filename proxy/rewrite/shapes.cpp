@@ -42,8 +42,7 @@ void append_blocks(const json& message, bool separate, json& blocks) {
     if (!separate) return;
     for (std::size_t i = first; i < blocks.size(); ++i) {
         auto& b = blocks[i];
-        if (string_field(b, "type") == "text" && b.contains("text") &&
-            b["text"].is_string()) {
+        if (string_field(b, "type") == "text" && b.contains("text") && b["text"].is_string()) {
             b["text"] = "\n\n" + b["text"].get<std::string>();
             return;
         }

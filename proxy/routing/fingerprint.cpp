@@ -133,9 +133,17 @@ constexpr bool shorter_first(std::string_view a, std::string_view b) noexcept {
 
 constexpr auto chat_header_fields = [] {
     auto fields = std::to_array<std::string_view>({
-        "tools", "tool_choice", "parallel_tool_calls", "add_generation_prompt",
-        "continue_final_message", "reasoning_format", "chat_template_kwargs",
-        "reasoning_effort", "response_format", "json_schema", "lora",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "add_generation_prompt",
+        "continue_final_message",
+        "reasoning_format",
+        "chat_template_kwargs",
+        "reasoning_effort",
+        "response_format",
+        "json_schema",
+        "lora",
     });
     std::sort(fields.begin(), fields.end(), shorter_first);
     return fields;
@@ -152,8 +160,8 @@ bool in_header(request_kind kind, std::string_view key) {
         return std::binary_search(chat_header_fields.begin(), chat_header_fields.end(), key,
                                   shorter_first);
     }
-    return std::binary_search(completion_header_fields.begin(), completion_header_fields.end(),
-                              key, shorter_first);
+    return std::binary_search(completion_header_fields.begin(), completion_header_fields.end(), key,
+                              shorter_first);
 }
 
 // A string dump() writes as it is between quotes: printable ASCII without '"' and '\\'.

@@ -47,10 +47,10 @@ enum class request_kind {
 // continue_final_message, reasoning_format, chat_template_kwargs, reasoning_effort,
 // response_format, json_schema, lora; completion: lora, multimodal_data). Everything else (the
 // model name, sampling and output settings, per-session hints such as prompt_cache_key or
-// metadata) leaves the fingerprint unchanged. A chat message segment covers role, name, content (a string, or each
-// content part in order), tool_calls, tool_call_id and reasoning_content. Completion prompts
-// (a string, or an array of token ids) are cut into fixed chunks (completion_chunk_bytes of
-// text, or completion_chunk_tokens ids).
+// metadata) leaves the fingerprint unchanged. A chat message segment covers role, name, content (a
+// string, or each content part in order), tool_calls, tool_call_id and reasoning_content.
+// Completion prompts (a string, or an array of token ids) are cut into fixed chunks
+// (completion_chunk_bytes of text, or completion_chunk_tokens ids).
 std::optional<fingerprint> fingerprint_request(request_kind kind, const nlohmann::json& body);
 
 inline constexpr std::size_t completion_chunk_bytes = 4096;

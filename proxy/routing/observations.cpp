@@ -206,10 +206,10 @@ std::string kv_env(const std::function<std::optional<std::string>(const std::str
 bool rolls_back_to_checkpoints_only(std::string_view architecture) {
     // src/llama-arch.cpp of the pinned llama.cpp: llm_arch_is_recurrent and llm_arch_is_hybrid.
     constexpr std::array<std::string_view, 23> recurrent{
-        "arwkv7",  "bailingmoe3",    "deepseek4", "falcon-h1", "granitehybrid", "jamba",
-        "kimi-k3", "kimi-linear",    "lfm2",      "lfm2moe",   "mamba",         "mamba2",
-        "minimax-01", "nemotron_h",  "nemotron_h_moe", "plamo2", "qwen35",      "qwen35moe",
-        "qwen3next", "qwen4exp",     "rwkv6",     "rwkv6qwen2", "rwkv7"};
+        "arwkv7",     "bailingmoe3", "deepseek4",      "falcon-h1",  "granitehybrid", "jamba",
+        "kimi-k3",    "kimi-linear", "lfm2",           "lfm2moe",    "mamba",         "mamba2",
+        "minimax-01", "nemotron_h",  "nemotron_h_moe", "plamo2",     "qwen35",        "qwen35moe",
+        "qwen3next",  "qwen4exp",    "rwkv6",          "rwkv6qwen2", "rwkv7"};
     return std::find(recurrent.begin(), recurrent.end(), architecture) != recurrent.end();
 }
 
@@ -230,8 +230,10 @@ std::optional<std::string> flag_value(const std::vector<std::string>& argv,
         const std::string_view a = argv[i];
         const std::string_view name = a.substr(0, a.find('='));
         if (std::find(names.begin(), names.end(), name) == names.end()) continue;
-        if (name.size() != a.size()) value = std::string(a.substr(name.size() + 1));
-        else if (i + 1 < argv.size()) value = argv[++i];
+        if (name.size() != a.size())
+            value = std::string(a.substr(name.size() + 1));
+        else if (i + 1 < argv.size())
+            value = argv[++i];
     }
     return value;
 }

@@ -276,17 +276,13 @@ route route_for(const option& o, const plan_input& in, const std::vector<backend
     const std::size_t m = o.match.matched;
     const bool diverged = diverged_at(o.match, *in.request) > 0;
     switch (o.k) {
-        case kind::pass_through:
-            return route::pass_through;
+        case kind::pass_through: return route::pass_through;
         case kind::queue:
             return o.ctx->one_off && !in.request->floating ? route::pass_through
                                                            : route::miss_slot_busy;
-        case kind::wait_hit:
-            return route::wait_hit;
-        case kind::hit:
-            return diverged ? route::miss_diverged : route::hit;
-        case kind::miss:
-            break;
+        case kind::wait_hit: return route::wait_hit;
+        case kind::hit: return diverged ? route::miss_diverged : route::hit;
+        case kind::miss: break;
     }
     if (o.ctx->one_off && !in.request->floating) return route::scratch;
     if (m > 0) return diverged ? route::miss_diverged : route::hit;
@@ -333,22 +329,14 @@ plan least_loaded(const std::vector<backend_view>& backends, const std::vector<i
 
 std::string_view name(route r) noexcept {
     switch (r) {
-        case route::hit:
-            return "hit";
-        case route::wait_hit:
-            return "wait_hit";
-        case route::miss_new_prefix:
-            return "miss_new_prefix";
-        case route::miss_evicted:
-            return "miss_evicted";
-        case route::miss_slot_busy:
-            return "miss_slot_busy";
-        case route::miss_diverged:
-            return "miss_diverged";
-        case route::scratch:
-            return "scratch";
-        case route::pass_through:
-            return "pass_through";
+        case route::hit: return "hit";
+        case route::wait_hit: return "wait_hit";
+        case route::miss_new_prefix: return "miss_new_prefix";
+        case route::miss_evicted: return "miss_evicted";
+        case route::miss_slot_busy: return "miss_slot_busy";
+        case route::miss_diverged: return "miss_diverged";
+        case route::scratch: return "scratch";
+        case route::pass_through: return "pass_through";
     }
     return "unknown";
 }
@@ -382,7 +370,8 @@ bool serves(const backend_view& b, std::string_view model) noexcept {
 }
 
 bool is_scratch(const backend_view& b, const slot_view& s, const planner_settings& settings) {
-    if (!settings.scratch_slot || b.slots.size() < std::max<std::size_t>(2, settings.scratch_min_slots)) {
+    if (!settings.scratch_slot ||
+        b.slots.size() < std::max<std::size_t>(2, settings.scratch_min_slots)) {
         return false;
     }
     const bool marked =

@@ -22,16 +22,16 @@ enum class slot_work : std::uint8_t { none, running, priming, restoring, saving 
 
 struct slot_view {
     int id = 0;
-    bool busy = false;                 // running a request (ours, or seen in GET /slots)
-    std::vector<prefix_level> held;    // fingerprint levels of the prompt it last processed
-    std::uint64_t held_tokens = 0;     // tokens it holds (0 = empty or unknown)
-    clock::time_point last_use{};      // when its last request finished
-    double recent_hits = 0;            // decayed count of requests that reused its prefix
-    clock::time_point busy_until{};    // expected end of the running request, when busy
-    bool scratch = false;              // reserved for short one-off requests (see is_scratch)
-    std::uint64_t session = 0;         // session hint of the request it last ran (0 = none)
-    std::string owner;                 // tenant whose request brought what it holds ("": the
-                                       // default tenant); what a tenant-scoped view shows
+    bool busy = false;               // running a request (ours, or seen in GET /slots)
+    std::vector<prefix_level> held;  // fingerprint levels of the prompt it last processed
+    std::uint64_t held_tokens = 0;   // tokens it holds (0 = empty or unknown)
+    clock::time_point last_use{};    // when its last request finished
+    double recent_hits = 0;          // decayed count of requests that reused its prefix
+    clock::time_point busy_until{};  // expected end of the running request, when busy
+    bool scratch = false;            // reserved for short one-off requests (see is_scratch)
+    std::uint64_t session = 0;       // session hint of the request it last ran (0 = none)
+    std::string owner;               // tenant whose request brought what it holds ("": the
+                                     // default tenant); what a tenant-scoped view shows
     // What it does now: warmslot's own work on it (priming, restoring, saving), or a task
     // llama-server shows running there; with the prompt tokens done so far as GET /slots last
     // showed them, and the total when known (priming: the prefix, restore and save: the file).
@@ -43,60 +43,60 @@ struct slot_view {
 
 struct backend_view {
     std::string name;
-    std::vector<std::string> models;   // names this backend answers to (empty: any)
+    std::vector<std::string> models;  // names this backend answers to (empty: any)
     bool healthy = true;
-    bool pinning = true;               // false: slot contents are not stable, never send id_slot
-    double prefill_tokens_per_second = 1000; // learned from timings.prompt_per_second
-    double tokens_per_byte = 0.3;      // learned from prompt tokens / prompt bytes
-    std::size_t in_flight = 0;         // requests warmslot has running or queued there
+    bool pinning = true;  // false: slot contents are not stable, never send id_slot
+    double prefill_tokens_per_second = 1000;  // learned from timings.prompt_per_second
+    double tokens_per_byte = 0.3;             // learned from prompt tokens / prompt bytes
+    std::size_t in_flight = 0;                // requests warmslot has running or queued there
     std::vector<slot_view> slots;
 };
 
 struct planner_settings {
-    std::uint64_t short_request_tokens = 1000; // below this (and no long segment): a one-off
-    std::uint64_t long_segment_tokens = 512;   // a segment this long makes a request valuable
-    bool scratch_slot = true;                  // keep the last slot for one-offs when slots >= 2
-    std::size_t scratch_min_slots = 2;         // backends with fewer slots keep no scratch slot
-    double max_wait_seconds = 600;             // never plan to wait longer than this for a slot
+    std::uint64_t short_request_tokens = 1000;  // below this (and no long segment): a one-off
+    std::uint64_t long_segment_tokens = 512;    // a segment this long makes a request valuable
+    bool scratch_slot = true;                   // keep the last slot for one-offs when slots >= 2
+    std::size_t scratch_min_slots = 2;          // backends with fewer slots keep no scratch slot
+    double max_wait_seconds = 600;              // never plan to wait longer than this for a slot
 };
 
 enum class route {
-    hit,             // pinned to an idle slot that holds a prefix of the request
-    wait_hit,        // the slot holding the prefix is busy; worth waiting for it. The caller
-                     // waits until the slot is idle before sending: never pin it while busy.
-    miss_new_prefix, // no slot holds any of it
-    miss_evicted,    // a slot held it (per history) but something else took that slot
-    miss_slot_busy,  // a slot holds a prefix but using it costs more than recomputing: it is
-                     // busy (wait too long), or its backend is loaded (rule 5 of `choose`);
-                     // also: no slot is idle at all, slot = nullopt (the caller holds the
-                     // request until one is: service/hold.cpp)
-    miss_diverged,   // the pinned slot shares m >= 1 levels, holds a different level m, and
-                     // m < the request's stable_levels: the stable part (system prompt,
-                     // document, history) changed at level m = diverged_at, so prefill
-                     // restarts there. Levels are chained hashes, so "an earlier version" is
-                     // only seen as a shorter match. A slot holding exactly m levels that the
-                     // request extends is a hit, not a divergence.
-    scratch,         // a short one-off, sent to the scratch slot (or, when that is busy, to
-                     // the idle slot cheapest to overwrite)
-    pass_through,    // not routed: no fingerprint, a backend without stable slots, or a
-                     // one-off while no slot is idle; slot = nullopt
+    hit,              // pinned to an idle slot that holds a prefix of the request
+    wait_hit,         // the slot holding the prefix is busy; worth waiting for it. The caller
+                      // waits until the slot is idle before sending: never pin it while busy.
+    miss_new_prefix,  // no slot holds any of it
+    miss_evicted,     // a slot held it (per history) but something else took that slot
+    miss_slot_busy,   // a slot holds a prefix but using it costs more than recomputing: it is
+                      // busy (wait too long), or its backend is loaded (rule 5 of `choose`);
+                      // also: no slot is idle at all, slot = nullopt (the caller holds the
+                      // request until one is: service/hold.cpp)
+    miss_diverged,    // the pinned slot shares m >= 1 levels, holds a different level m, and
+                      // m < the request's stable_levels: the stable part (system prompt,
+                      // document, history) changed at level m = diverged_at, so prefill
+                      // restarts there. Levels are chained hashes, so "an earlier version" is
+                      // only seen as a shorter match. A slot holding exactly m levels that the
+                      // request extends is a hit, not a divergence.
+    scratch,          // a short one-off, sent to the scratch slot (or, when that is busy, to
+                      // the idle slot cheapest to overwrite)
+    pass_through,     // not routed: no fingerprint, a backend without stable slots, or a
+                      // one-off while no slot is idle; slot = nullopt
 };
 std::string_view name(route r) noexcept;
 
 struct plan {
-    int backend = -1;                  // index into the input's backends; -1: none available
-    std::optional<int> slot;           // id_slot to pin; nullopt: llama-server chooses
+    int backend = -1;         // index into the input's backends; -1: none available
+    std::optional<int> slot;  // id_slot to pin; nullopt: llama-server chooses
     route why = route::pass_through;
-    std::size_t matched_levels = 0;    // levels of the request the chosen slot already holds
+    std::size_t matched_levels = 0;  // levels of the request the chosen slot already holds
     std::uint64_t expected_cached_tokens = 0;
-    std::size_t diverged_at = 0;       // for miss_diverged: index of the first differing level
-                                       // (also set for a wait_hit whose stable part diverged)
-    bool unknown_model = false;        // backend -1 because no backend answers to the model
+    std::size_t diverged_at = 0;  // for miss_diverged: index of the first differing level
+                                  // (also set for a wait_hit whose stable part diverged)
+    bool unknown_model = false;   // backend -1 because no backend answers to the model
 };
 
 struct plan_input {
-    const fingerprint* request = nullptr; // null: not fingerprinted
-    std::string_view model;               // the request's model ("" = any)
+    const fingerprint* request = nullptr;  // null: not fingerprinted
+    std::string_view model;                // the request's model ("" = any)
     const std::vector<backend_view>* backends = nullptr;
     planner_settings settings;
     clock::time_point now{};

@@ -86,10 +86,9 @@ plan registry::preview(const fingerprint* fp, std::string_view model, clock::tim
     return plan_locked(fp, model, now, true, all_backends, tenant, isolated && tenant != nullptr);
 }
 
-ticket registry::reserve(const fingerprint* fp, std::string_view model,
-                         std::uint64_t request_bytes, clock::time_point now, bool allow_wait,
-                         std::size_t backends, bool takes_slot, std::string_view tenant,
-                         bool isolated) {
+ticket registry::reserve(const fingerprint* fp, std::string_view model, std::uint64_t request_bytes,
+                         clock::time_point now, bool allow_wait, std::size_t backends,
+                         bool takes_slot, std::string_view tenant, bool isolated) {
     std::lock_guard lock(mu_);
     ticket t;
     const std::string whose(tenant);
@@ -101,15 +100,15 @@ ticket registry::reserve(const fingerprint* fp, std::string_view model,
     if (t.p.backend < 0) return t;
     t = reserve_locked(std::move(t), now);
     if (fp && t.p.slot && t.p.why != route::wait_hit) {
-        backends_[static_cast<std::size_t>(t.p.backend)].planned_for[static_cast<std::size_t>(*t.p.slot)] =
-            fp->levels;
+        backends_[static_cast<std::size_t>(t.p.backend)]
+            .planned_for[static_cast<std::size_t>(*t.p.slot)] = fp->levels;
     }
     return t;
 }
 
 plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock::time_point now,
-                           bool allow_wait, std::size_t backends,
-                           const std::string* tenant, bool isolated) const {
+                           bool allow_wait, std::size_t backends, const std::string* tenant,
+                           bool isolated) const {
     // Copy-assigned into the same vector every time: the slots' and levels' buffers are reused.
     auto& views = views_;
     views.resize(backends_.size());
@@ -138,7 +137,8 @@ plan registry::plan_locked(const fingerprint* fp, std::string_view model, clock:
                 hide_other_tenant(slot, views[i].tokens_per_byte, isolated);
             }
         }
-        if (!backends_[i].rate_learned && rates > 0) views[i].prefill_tokens_per_second = rate_sum / rates;
+        if (!backends_[i].rate_learned && rates > 0)
+            views[i].prefill_tokens_per_second = rate_sum / rates;
         if (!backends_[i].tpb_learned && tpbs > 0) views[i].tokens_per_byte = tpb_sum / tpbs;
     }
     plan_input in;

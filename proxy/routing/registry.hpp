@@ -27,8 +27,8 @@ struct ticket {
     plan p;
     std::uint64_t id = 0;
     std::uint64_t request_bytes = 0;
-    double expected_prefill_seconds = 0; // of the part of the prompt the slot does not hold
-    double saved_prefill_seconds = 0;    // of the part it holds: the most a wait is worth
+    double expected_prefill_seconds = 0;  // of the part of the prompt the slot does not hold
+    double saved_prefill_seconds = 0;     // of the part it holds: the most a wait is worth
     // Sent without id_slot (an API whose body llama-server rebuilds, dropping it): llama-server
     // picks the slot by prompt similarity, and the planned slot is where warmslot prepared the
     // prefix (set by mark_floating).
@@ -46,24 +46,24 @@ struct backend_info {
     std::uint64_t n_ctx_per_slot = 0;
     std::string build_info;
     std::string model_path;
-    std::string model_type;          // model_ftype of /props
-    std::string model_meta;          // shape facts of /v1/models (parameters, size, vocabulary)
-    std::string lora;                // adapters and their scales (GET /lora-adapters)
-    std::vector<std::string> models; // ids from /v1/models and the alias
-    std::string architecture;        // general.architecture of the model file, "" when out of
-                                     // sight (warmslot cannot read the file)
-    bool sliding_window = false;     // the file says its attention has a sliding window
-    std::string identity;            // what slot files must match to load here (model file,
-                                     // its size and time when visible, build, slots, context,
-                                     // adapters, KV flags: routing/observations.hpp)
+    std::string model_type;           // model_ftype of /props
+    std::string model_meta;           // shape facts of /v1/models (parameters, size, vocabulary)
+    std::string lora;                 // adapters and their scales (GET /lora-adapters)
+    std::vector<std::string> models;  // ids from /v1/models and the alias
+    std::string architecture;         // general.architecture of the model file, "" when out of
+                                      // sight (warmslot cannot read the file)
+    bool sliding_window = false;      // the file says its attention has a sliding window
+    std::string identity;             // what slot files must match to load here (model file,
+                                      // its size and time when visible, build, slots, context,
+                                      // adapters, KV flags: routing/observations.hpp)
 };
 
 // One slot as GET /slots shows it.
 struct observed_slot {
     int id = 0;
     bool processing = false;
-    std::optional<std::uint64_t> n_prompt_tokens; // absent for a slot that never ran a task
-    std::optional<std::int64_t> task;             // id of its last task (absent: never ran one)
+    std::optional<std::uint64_t> n_prompt_tokens;  // absent for a slot that never ran a task
+    std::optional<std::int64_t> task;              // id of its last task (absent: never ran one)
 };
 
 // Prometheus-style counters.
@@ -72,8 +72,8 @@ struct counters {
     std::uint64_t prompt_tokens_processed = 0;
     std::uint64_t prompt_tokens_reused = 0;
     double prefill_seconds_saved = 0;
-    std::uint64_t mispredictions = 0;   // a hit was planned but the server reused far less
-    std::uint64_t corrections = 0;      // beliefs corrected from GET /slots or a restart
+    std::uint64_t mispredictions = 0;  // a hit was planned but the server reused far less
+    std::uint64_t corrections = 0;     // beliefs corrected from GET /slots or a restart
     // Gauges, filled by totals(): tickets not ended yet (running, waiting or preparing), and
     // slots a ticket reserves now. Both are 0 whenever warmslot is idle.
     std::uint64_t in_flight = 0;
@@ -81,7 +81,7 @@ struct counters {
 };
 
 class registry {
-public:
+  public:
     registry(std::vector<std::string> backend_names, planner_settings settings);
 
     // A config reload: `names` lists every backend by index (the registry grows to match, it
@@ -148,7 +148,8 @@ public:
     // so later requests are planned on them (pinned, their prefix restored) rather than sent
     // unpinned into whatever slot is free. All or none: with as many unknown requests as
     // processing planned slots, none of them can run elsewhere. True when some settled.
-    bool settle_floating(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
+    bool settle_floating(int backend, const std::vector<observed_slot>& slots,
+                         clock::time_point now);
     // A floating ticket's request is expected on `slot` rather than its planned one (it shares
     // more of the prompt there): the reservation moves there when that slot is idle and nobody
     // else's, and the planned one is given back as it was. False: it stays.
@@ -183,7 +184,7 @@ public:
     void set_asleep(int backend, bool asleep);
     bool asleep(int backend) const;
     void reconcile(int backend, const std::vector<observed_slot>& slots, clock::time_point now);
-    void forget_all(int backend); // restart detected: nothing is held any more
+    void forget_all(int backend);  // restart detected: nothing is held any more
     // The slot of a reserved ticket now holds exactly `levels` (`tokens` tokens): after a
     // restore from disk or a priming, before the request itself runs.
     void set_held(const ticket& t, std::vector<prefix_level> levels, std::uint64_t tokens);
@@ -268,7 +269,7 @@ public:
     // backend's info or retirement changes.
     bool multi_model() const { return multi_model_.load(std::memory_order_acquire); }
 
-private:
+  private:
     struct backend_state {
         backend_view view;
         std::optional<backend_info> info;
@@ -279,23 +280,23 @@ private:
         std::vector<clock::time_point> sent_at;  // per slot: when its ticket's request went
         std::vector<bool> waiting_turn;          // per slot: its ticket waits for its turn
         std::vector<std::vector<prefix_level>> planned_for;  // per slot: its ticket's request
-        std::vector<bool> floating_slot;         // per slot: its ticket's request is floating
-        std::vector<bool> settled;               // per slot: and seen running there
-        std::size_t unpinned_in_flight = 0;      // unpinned requests that may take a slot
-        std::size_t unpinned_other = 0;          // unpinned ones that take none (/tokenize, ...)
-        std::size_t floating_in_flight = 0;      // requests on a slot llama-server chose
-        std::deque<std::uint64_t> evicted;       // level hashes this backend held lately (its
-                                                 // RAM cache or disk may still have them)
-        bool rate_learned = false;               // prefill rate observed
-        bool tpb_learned = false;                // tokens per byte observed
-        bool retired = false;                    // removed by a reload: never planned
-        bool stopped = false;                    // supervised process not running
-        bool foreign = false;                    // see set_foreign
-        bool drowsy = false;                     // see set_drowsy
-        bool asleep = false;                     // see set_asleep
-        std::uint64_t checks_started = 0;        // monitor checks begun and finished
+        std::vector<bool> floating_slot;     // per slot: its ticket's request is floating
+        std::vector<bool> settled;           // per slot: and seen running there
+        std::size_t unpinned_in_flight = 0;  // unpinned requests that may take a slot
+        std::size_t unpinned_other = 0;      // unpinned ones that take none (/tokenize, ...)
+        std::size_t floating_in_flight = 0;  // requests on a slot llama-server chose
+        std::deque<std::uint64_t> evicted;   // level hashes this backend held lately (its
+                                             // RAM cache or disk may still have them)
+        bool rate_learned = false;           // prefill rate observed
+        bool tpb_learned = false;            // tokens per byte observed
+        bool retired = false;                // removed by a reload: never planned
+        bool stopped = false;                // supervised process not running
+        bool foreign = false;                // see set_foreign
+        bool drowsy = false;                 // see set_drowsy
+        bool asleep = false;                 // see set_asleep
+        std::uint64_t checks_started = 0;    // monitor checks begun and finished
         std::uint64_t checks_done = 0;
-        std::uint64_t trusted_after = 0;         // no plans until checks_done reaches this
+        std::uint64_t trusted_after = 0;  // no plans until checks_done reaches this
     };
     // llama-server may still show a slot as processing for a moment after it sent the response.
     static constexpr auto own_tail = std::chrono::milliseconds(300);
@@ -312,7 +313,7 @@ private:
     bool record_complete(const ticket& t, const fingerprint* fp, const api::prompt_stats& s,
                          clock::time_point now);
     void apply_reconcile(int backend, const std::vector<observed_slot>& slots,
-                          clock::time_point now);
+                         clock::time_point now);
     void end_unpinned_locked(backend_state& b, const ticket& t);
     void unreserve_locked(backend_state& b, std::size_t slot);
     std::optional<std::size_t> end_ticket_locked(const ticket& t);
@@ -334,8 +335,9 @@ private:
     planner_settings settings_;
     std::vector<backend_state> backends_;
     std::vector<std::uint64_t> evicted_view_;  // the last max_evicted level hashes evicted
-    std::size_t evicted_next_ = 0;              // where the next one goes once it is full
-    mutable std::vector<backend_view> views_;   // the planner's working copy of the views (under mu_)
+    std::size_t evicted_next_ = 0;             // where the next one goes once it is full
+    mutable std::vector<backend_view>
+        views_;  // the planner's working copy of the views (under mu_)
     counters counters_;
     std::uint64_t next_ticket_ = 1;
     std::set<std::pair<int, int>> adapter_kv_;  // (backend, slot): see mark_adapter
@@ -343,7 +345,7 @@ private:
 
 // Marks a slot as doing `w` for as long as it lives (registry::set_work).
 class work_mark {
-public:
+  public:
     work_mark(registry& reg, int backend, int slot, slot_work w, std::uint64_t total)
         : reg_(reg), backend_(backend), slot_(slot) {
         reg_.set_work(backend_, slot_, w, total);
@@ -352,7 +354,7 @@ public:
     work_mark(const work_mark&) = delete;
     work_mark& operator=(const work_mark&) = delete;
 
-private:
+  private:
     registry& reg_;
     int backend_;
     int slot_;

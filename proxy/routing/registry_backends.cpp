@@ -1,9 +1,9 @@
 // The registry's view of each backend as the monitor reports it: the process behind it
 // (set_info, info), its health and its supervised state, what GET /slots shows of its slots
 // (reconcile) and warmslot's own work on them, for status. See registry.hpp.
-#include "routing/registry.hpp"
-
 #include <algorithm>
+
+#include "routing/registry.hpp"
 
 namespace warmslot::routing {
 
@@ -106,7 +106,7 @@ void registry::reconcile(int backend, const std::vector<observed_slot>& slots,
 }
 
 void registry::apply_reconcile(int backend, const std::vector<observed_slot>& slots,
-                                clock::time_point now) {
+                               clock::time_point now) {
     std::lock_guard lock(mu_);
     auto& b = backends_[static_cast<std::size_t>(backend)];
     settle_locked(b, slots, now);
@@ -134,7 +134,8 @@ void registry::apply_reconcile(int backend, const std::vector<observed_slot>& sl
         }
         if (ours || o.processing) continue;
         const std::uint64_t tokens = o.n_prompt_tokens.value_or(0);
-        const auto diff = tokens > s->held_tokens ? tokens - s->held_tokens : s->held_tokens - tokens;
+        const auto diff =
+            tokens > s->held_tokens ? tokens - s->held_tokens : s->held_tokens - tokens;
         if (diff > 2) {
             // Someone else used the slot, the server cleared it, or it restarted.
             if (!s->held.empty()) {

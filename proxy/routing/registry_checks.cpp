@@ -1,9 +1,9 @@
 // The registry's side of backend checks (want_check and the monitor's check counts), of
 // unpinned sends outside a plan, of the probe's reservations, and of slots being prepared:
 // see registry.hpp.
-#include "routing/registry.hpp"
-
 #include <algorithm>
+
+#include "routing/registry.hpp"
 
 namespace warmslot::routing {
 
@@ -167,7 +167,8 @@ registry::ahead_state registry::ahead(int backend, int slot, const fingerprint& 
     ahead_state out;
     const std::size_t need = request.stable_levels;
     std::lock_guard lock(mu_);
-    if (need == 0 || backend < 0 || static_cast<std::size_t>(backend) >= backends_.size()) return out;
+    if (need == 0 || backend < 0 || static_cast<std::size_t>(backend) >= backends_.size())
+        return out;
     const auto& b = backends_[static_cast<std::size_t>(backend)];
     const auto own = static_cast<std::size_t>(std::max(0, slot));
     const auto shares = [&](std::size_t i) {
@@ -176,8 +177,8 @@ registry::ahead_state registry::ahead(int backend, int slot, const fingerprint& 
     };
     // A planned slot holding the prefix loses only ties, to lower ids; one without it loses to
     // every slot with it.
-    const bool own_holds = own < b.view.slots.size() &&
-                           common_levels(b.view.slots[own].held, request.levels) >= need;
+    const bool own_holds =
+        own < b.view.slots.size() && common_levels(b.view.slots[own].held, request.levels) >= need;
     for (std::size_t i = 0; i < b.reserved_by.size(); ++i) {
         if (i == own || (own_holds && i > own) || b.reserved_by[i] == 0 || !shares(i)) continue;
         // A higher slot whose request waits for its turn too, and would count this slot as
@@ -186,7 +187,8 @@ registry::ahead_state registry::ahead(int backend, int slot, const fingerprint& 
         const auto waits_for_own = [&] {
             return own < b.view.slots.size() &&
                    (common_levels(b.view.slots[own].held, b.planned_for[i]) >= need ||
-                    (b.preparing[own] && common_levels(b.planned_for[own], b.planned_for[i]) >= need));
+                    (b.preparing[own] &&
+                     common_levels(b.planned_for[own], b.planned_for[i]) >= need));
         };
         if (i > own && b.waiting_turn[i] && waits_for_own()) continue;
         if (b.sent_at[i] == clock::time_point{}) {
@@ -291,7 +293,8 @@ bool registry::settle_floating(int backend, const std::vector<observed_slot>& sl
 bool registry::settle_locked(backend_state& b, const std::vector<observed_slot>& slots,
                              clock::time_point now) {
     if (b.unpinned_in_flight > 0) return false;
-    const std::size_t unknown = b.floating_in_flight - std::min(b.floating_in_flight, settled_count(b));
+    const std::size_t unknown =
+        b.floating_in_flight - std::min(b.floating_in_flight, settled_count(b));
     if (unknown == 0) return false;
     std::vector<std::size_t> planned;
     for (std::size_t i = 0; i < b.floating_slot.size(); ++i) {

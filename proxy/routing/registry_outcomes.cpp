@@ -2,17 +2,17 @@
 // the prompt its slot now holds, the levels evicted on the way, and the reservation's end
 // (complete, cancel, release). Also set_held, a slot's content after a restore or a priming.
 // See registry.hpp.
-#include "routing/registry.hpp"
-
 #include <algorithm>
 #include <cmath>
+
+#include "routing/registry.hpp"
 
 namespace warmslot::routing {
 namespace {
 
 constexpr std::size_t max_evicted = 4096;
 constexpr double hits_half_life_seconds = 600;
-constexpr double rate_weight = 0.3; // exponential moving average weight of a new observation
+constexpr double rate_weight = 0.3;  // exponential moving average weight of a new observation
 
 double ema(double old, double sample) { return old * (1 - rate_weight) + sample * rate_weight; }
 
@@ -79,8 +79,9 @@ bool registry::record_complete(const ticket& t, const fingerprint* fp, const api
     counters_.prompt_tokens_reused += static_cast<std::uint64_t>(std::max(0L, s->cached));
     counters_.prefill_seconds_saved +=
         static_cast<double>(s->cached) / std::max(1.0, b.view.prefill_tokens_per_second);
-    const bool mispredicted = t.p.expected_cached_tokens >= 256 &&
-                              static_cast<std::uint64_t>(s->cached) * 2 < t.p.expected_cached_tokens;
+    const bool mispredicted =
+        t.p.expected_cached_tokens >= 256 &&
+        static_cast<std::uint64_t>(s->cached) * 2 < t.p.expected_cached_tokens;
     if (mispredicted) ++counters_.mispredictions;
     if (!t.p.slot) {
         end_unpinned_locked(b, t);
@@ -113,8 +114,10 @@ bool registry::record_complete(const ticket& t, const fingerprint* fp, const api
 void registry::evicted(backend_state& b, const std::vector<prefix_level>& levels) {
     for (const auto& l : levels) {
         // A ring: the newest hash replaces the oldest (the planner only tests membership).
-        if (evicted_view_.size() < max_evicted) evicted_view_.push_back(l.hash);
-        else evicted_view_[evicted_next_] = l.hash;
+        if (evicted_view_.size() < max_evicted)
+            evicted_view_.push_back(l.hash);
+        else
+            evicted_view_[evicted_next_] = l.hash;
         evicted_next_ = (evicted_next_ + 1) % max_evicted;
         b.evicted.push_back(l.hash);
         if (b.evicted.size() > max_evicted) b.evicted.pop_front();

@@ -48,7 +48,7 @@ struct member {
     // When it began to take requests (turned healthy), else when its process was started:
     // its residency counts from then, so a slow load does not use up its min_residency.
     clock::time_point started{};
-    clock::time_point last_use{};     // when a request last ran on it
+    clock::time_point last_use{};  // when a request last ran on it
     bool home = false;
 };
 

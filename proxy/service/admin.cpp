@@ -2,11 +2,11 @@
 //   POST /admin/snapshot  save the valuable prefixes idle slots hold (disk_tier::save_valuable)
 //   POST /admin/warm      prime and save a system prompt and documents ahead of time
 // Request shapes and the warm-up's message layout: api/admin.hpp.
-#include "api/json_parse.hpp"
 #include "api/admin.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include "api/json_parse.hpp"
 #include "api/warm_progress.hpp"
 #include "service/pipeline.hpp"
 #include "service/relay.hpp"
@@ -46,8 +46,8 @@ struct progress_feed {
 };
 
 awaitable<void> feed_progress(std::shared_ptr<progress_feed> f, http_server::exchange* ex,
-                              config::snapshot cfg, upstream::pool* pool,
-                              const tier::warm_watch* w, const bool* gone) {
+                              config::snapshot cfg, upstream::pool* pool, const tier::warm_watch* w,
+                              const bool* gone) {
     std::string last;
     while (!f->stopping) {
         f->tick.expires_after(progress_every);
@@ -62,7 +62,8 @@ awaitable<void> feed_progress(std::shared_ptr<progress_feed> f, http_server::exc
             p.phase = "save";
             p.done = w->total;
         } else {
-            const auto r = co_await upstream::call(*pool, b, http::verb::get, "/slots", "", slots_timeout);
+            const auto r =
+                co_await upstream::call(*pool, b, http::verb::get, "/slots", "", slots_timeout);
             if (f->stopping) break;
             if (r.ec || r.status != 200) continue;
             p.done = std::min(api::slot_tokens(r.body, w->slot).value_or(0), w->total);
@@ -71,7 +72,8 @@ awaitable<void> feed_progress(std::shared_ptr<progress_feed> f, http_server::exc
         if (event == last) continue;
         last = event;
         ex->client->expires_after(cfg->timeouts.stream_idle);
-        auto [ec, n] = co_await net::async_write(*ex->client, net::buffer(chunk_of(event)), nothrow);
+        auto [ec, n] =
+            co_await net::async_write(*ex->client, net::buffer(chunk_of(event)), nothrow);
         if (ec) break;  // the client is gone: its watch cuts the priming
     }
     f->running = false;
@@ -97,7 +99,8 @@ awaitable<void> pipeline::warm_streamed(http_server::exchange& ex, outcome& out,
     if (!ex.keep_alive) h.set(http::field::connection, "close");
     out.status = 200;
     ex.client->expires_after(out.cfg->timeouts.stream_idle);
-    auto [ec, n] = co_await net::async_write(*ex.client, net::buffer(http_server::serialized_head(h)), nothrow);
+    auto [ec, n] = co_await net::async_write(*ex.client,
+                                             net::buffer(http_server::serialized_head(h)), nothrow);
     if (ec) co_return void(ex.keep_alive = false);
     forward_state st;  // its watch closes st.current, the priming call's connection
     tier::warm_watch watch;

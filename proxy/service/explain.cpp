@@ -22,8 +22,8 @@ std::optional<rewrite::result> try_apply(const rewrite::rewriter& r, const nlohm
                                          const outcome& out, const std::string& request_id,
                                          bool& failed) {
     try {
-        return r.apply(out.caller ? std::string_view(out.caller->tenant) : std::string_view(),
-                       body, out.cls.model);
+        return r.apply(out.caller ? std::string_view(out.caller->tenant) : std::string_view(), body,
+                       out.cls.model);
     } catch (const std::exception& e) {
         log()->warn("req={} rewrite skipped: {}", request_id, e.what());
         failed = true;
@@ -42,9 +42,7 @@ std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& e
     bool failed = false;
     std::optional<rewrite::result> r;
     switch (shape) {
-        case api::api_shape::chat:
-            r = try_apply(rewriter_, body, out, ex.id, failed);
-            break;
+        case api::api_shape::chat: r = try_apply(rewriter_, body, out, ex.id, failed); break;
         case api::api_shape::messages:
             r = try_apply(rewriter_, rewrite::messages_to_chat(body), out, ex.id, failed);
             break;
@@ -52,8 +50,7 @@ std::optional<rewrite::result> pipeline::apply_rewrites(http_server::exchange& e
             r = try_apply(rewriter_, rewrite::responses_to_chat(body), out, ex.id, failed);
             break;
         case api::api_shape::completion:
-        case api::api_shape::none:
-            return std::nullopt;
+        case api::api_shape::none: return std::nullopt;
     }
     if (failed) out.rewrites = "skipped";
     if (!r) return std::nullopt;

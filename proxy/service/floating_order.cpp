@@ -12,10 +12,9 @@
 // then wait for each other (one's slot holds the other's prefix), so among two requests waiting
 // here for each other only the lower slot counts as ahead: no cycle. A higher request that waits,
 // but not for this one, stays ahead.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "routing/observations.hpp"
 #include "service/pipeline.hpp"
@@ -29,7 +28,7 @@ namespace {
 using routing::clock;
 constexpr std::chrono::milliseconds slots_timeout{10'000};  // GET /slots
 constexpr std::chrono::milliseconds poll_pause{25};         // between two reads of /slots
-constexpr int max_polls = 200;                               // 5 s of reads once all are sent
+constexpr int max_polls = 200;                              // 5 s of reads once all are sent
 constexpr std::chrono::milliseconds settle_timeout{2'000};  // GET /slots before a plan
 // A floating request sent this recently may not be on its slot yet: read again, a few times.
 constexpr std::chrono::milliseconds settle_window{500};
@@ -49,8 +48,9 @@ awaitable<void> pipeline::settle_floating(const config::config& cfg, upstream::p
                 r.status == 200 ? nlohmann::json::parse(r.body, nullptr, false) : nlohmann::json());
             if (!seen || reg_.settle_floating(backend, *seen, clock::now())) break;
             if (clock::now() - newest > settle_window) break;  // queued, or on another slot
-            co_await wait_until(*wakeups_, [] { return false; }, clock::now() + poll_pause,
-                                [&st] { return st.client_gone; });
+            co_await wait_until(
+                *wakeups_, [] { return false; }, clock::now() + poll_pause,
+                [&st] { return st.client_gone; });
         }
     }
 }
@@ -85,7 +85,8 @@ awaitable<void> pipeline::wait_turn(const config::config& cfg, upstream::pool& p
             continue;
         }
         // Sent: running there once GET /slots shows the slot processing.
-        const auto r = co_await upstream::call(pool, b, http::verb::get, "/slots", "", slots_timeout);
+        const auto r =
+            co_await upstream::call(pool, b, http::verb::get, "/slots", "", slots_timeout);
         const auto seen = routing::read_slots(
             r.status == 200 ? nlohmann::json::parse(r.body, nullptr, false) : nlohmann::json());
         if (!seen) co_return;  // cannot tell: go
@@ -96,8 +97,8 @@ awaitable<void> pipeline::wait_turn(const config::config& cfg, upstream::pool& p
         });
         if (running) co_return;
         ++polls;
-        co_await wait_until(*wakeups_, [] { return false; },
-                            std::min(deadline, clock::now() + poll_pause), gone);
+        co_await wait_until(
+            *wakeups_, [] { return false; }, std::min(deadline, clock::now() + poll_pause), gone);
     }
 }
 

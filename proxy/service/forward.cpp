@@ -39,18 +39,13 @@ prompt_view view_of(api::api_shape shape, const nlohmann::json* body) {
     v.body = body;
     if (body == nullptr) return v;
     switch (shape) {
-        case api::api_shape::none:
-            return v;
+        case api::api_shape::none: return v;
         case api::api_shape::completion:
             v.fp = routing::fingerprint_request(routing::request_kind::completion, *body);
             return v;
-        case api::api_shape::chat:
-            v.chat_shape = true;
-            break;
+        case api::api_shape::chat: v.chat_shape = true; break;
         case api::api_shape::responses:
-        case api::api_shape::messages:
-            v.converted = api::to_chat_view(shape, *body);
-            break;
+        case api::api_shape::messages: v.converted = api::to_chat_view(shape, *body); break;
     }
     if (const auto* chat = v.chat()) {
         v.fp = routing::fingerprint_request(routing::request_kind::chat, *chat);
@@ -62,7 +57,6 @@ prompt_view view_of(api::api_shape shape, const nlohmann::json* body) {
     }
     return v;
 }
-
 
 // Requests whose task may run on a slot: everything but tokenizer and template calls.
 bool may_take_slot(const request_class& cls, std::string_view target) {
@@ -221,18 +215,18 @@ routing::ticket pipeline::plan_now(forwarding& f, bool allow_wait) {
     const std::uint64_t bytes = fp ? fp->total_bytes : f.ex.request.body().size();
     // Backends the registry added by a reload after this request took its config are not
     // candidates: the request's backend list is the one it indexes.
-    return reg_.reserve(fp ? &*fp : nullptr, f.model, bytes, clock::now(), allow_wait,
-                        f.cfg->backends.size(), f.takes_slot,
-                        f.out.caller ? f.out.caller->tenant : std::string(),
-                        f.cfg->cache.isolated());
+    return reg_.reserve(
+        fp ? &*fp : nullptr, f.model, bytes, clock::now(), allow_wait, f.cfg->backends.size(),
+        f.takes_slot, f.out.caller ? f.out.caller->tenant : std::string(), f.cfg->cache.isolated());
 }
 
 // Supervised backends that could serve the request are started first (only those are started
 // on demand). False: the request ended here (its client left, or it was answered an error).
 awaitable<bool> pipeline::admit(forwarding& f, admission& admitted) {
     const auto& cfg = *f.cfg;
-    const bool any_supervised = std::any_of(cfg.backends.begin(), cfg.backends.end(),
-                                            [](const config::backend& b) { return b.supervised(); });
+    const bool any_supervised =
+        std::any_of(cfg.backends.begin(), cfg.backends.end(),
+                    [](const config::backend& b) { return b.supervised(); });
     if (starter_ && any_supervised) {
         // The client is watched while it waits for a backend to start: one that leaves gives
         // up its wait (and its place in a swap group's queue) at once.
@@ -333,9 +327,11 @@ awaitable<hold_end> pipeline::hold_until_idle(forwarding& f) {
     const auto start = clock::now();
     bool got = true;
     if (isolated) {
-        got = co_await wait_for_idle(cfg, t, [&] { return plan_now(f, false); }, f.st);
+        got = co_await wait_for_idle(
+            cfg, t, [&] { return plan_now(f, false); }, f.st);
     } else {
-        co_await hold_for_slot(cfg, f.pool, t, [&] { return plan_now(f, false); }, f.st);
+        co_await hold_for_slot(
+            cfg, f.pool, t, [&] { return plan_now(f, false); }, f.st);
     }
     if (f.st.client_gone) co_return hold_end::client_gone;
     f.waited_ms += elapsed_ms(start);
@@ -356,8 +352,8 @@ awaitable<void> pipeline::fail_unsent(forwarding& f, const send_result& last) {
     // Built before the co_await: g++ 12 mishandles temporaries of a conditional expression
     // inside a co_await (they are destroyed twice).
     const bool timeout = error == beast::error::timeout;
-    const auto kind = timeout ? api::error_kind::upstream_timeout
-                              : api::error_kind::backend_unreachable;
+    const auto kind =
+        timeout ? api::error_kind::upstream_timeout : api::error_kind::backend_unreachable;
     std::string message = "no backend could be reached: " + error.message();
     if (!error) message = "no backend could be reached";  // none was tried
     if (timeout) message = "the backend did not answer in time";

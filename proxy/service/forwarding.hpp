@@ -36,7 +36,7 @@ struct prompt_view {
 // A backend of the request's config: its index there (the registry's id for it) and its
 // settings. Backends a reload added after the request took its config are not among them.
 class backend_ref {
-public:
+  public:
     backend_ref(const config::config& cfg, std::size_t index)
         : index_(index), b_(&cfg.backends[index]) {}
     int id() const { return static_cast<int>(index_); }
@@ -44,7 +44,7 @@ public:
     const config::backend& operator*() const { return *b_; }
     const config::backend* operator->() const { return b_; }
 
-private:
+  private:
     std::size_t index_;
     const config::backend* b_;
 };
@@ -94,7 +94,7 @@ struct backend_try {
     bool tiered = false;           // the disk tier prepares its slot
     std::size_t stale_before = 0;  // the pool's count of dead connections to it before the try
     header_list extra;             // X-Warmslot-* headers of the answer
-    std::optional<cache::token_chain> chain;   // the prompt's tokens, when the tier read them
+    std::optional<cache::token_chain> chain;    // the prompt's tokens, when the tier read them
     std::optional<api::prompt_stats> answered;  // the answer's, when a file is due after it
 };
 

@@ -38,11 +38,10 @@ gate pipeline::screen(const config::config& cfg, const api::endpoint& ep,
         !api::host_allowed(std::string_view(req[http::field::host]), cfg.http.allowed_hosts,
                            cfg.http.allowed_hosts_set, cfg.listen.host))
         return gate::misdirected;
-    const api::request_site site{std::string_view(req[http::field::origin]),
-                                 std::string_view(req["Sec-Fetch-Site"]),
-                                 std::string_view(req["Sec-Fetch-Mode"]),
-                                 std::string_view(req[http::field::host]),
-                                 req.method() == http::verb::get || req.method() == http::verb::head};
+    const api::request_site site{
+        std::string_view(req[http::field::origin]), std::string_view(req["Sec-Fetch-Site"]),
+        std::string_view(req["Sec-Fetch-Mode"]), std::string_view(req[http::field::host]),
+        req.method() == http::verb::get || req.method() == http::verb::head};
     if (api::cross_site(site, cfg.http.cors_origins)) return gate::cross_site;
     const config::key_grant* grant = &open_grant;
     if (!cfg.api_keys.empty()) {

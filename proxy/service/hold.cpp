@@ -42,7 +42,8 @@ using routing::clock;
 // One request's place in its backend's line, for the length of its wait.
 class place {
   public:
-    place(hold_line& line, wakeup_hub& hub, int backend) : line_(line), hub_(hub), backend_(backend) {
+    place(hold_line& line, wakeup_hub& hub, int backend)
+        : line_(line), hub_(hub), backend_(backend) {
         std::lock_guard lock(line_.mu);
         id_ = ++line_.next;
         line_.waiting[backend_].push_back(id_);

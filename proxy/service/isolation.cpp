@@ -19,8 +19,7 @@ using routing::clock;
 
 // The slot `t` reserves, emptied for t.tenant: through the disk tier (its prefix saved first)
 // when there is one, else erased.
-awaitable<tier::disk_tier::hand_over_result> empty_slot(tier::disk_tier* disk,
-                                                        upstream::pool& pool,
+awaitable<tier::disk_tier::hand_over_result> empty_slot(tier::disk_tier* disk, upstream::pool& pool,
                                                         const config::snapshot& cfg,
                                                         routing::registry& reg,
                                                         routing::ticket& t) {
@@ -36,8 +35,8 @@ awaitable<tier::disk_tier::hand_over_result> empty_slot(tier::disk_tier* disk,
 }  // namespace
 
 awaitable<bool> pipeline::isolate(upstream::pool& pool, int backend, routing::ticket& t,
-                                  std::optional<int> slot, bool pin,
-                                  const routing::fingerprint* fp, outcome& out) {
+                                  std::optional<int> slot, bool pin, const routing::fingerprint* fp,
+                                  outcome& out) {
     const auto views = reg_.snapshot();
     if (backend < 0 || static_cast<std::size_t>(backend) >= views.size()) co_return true;
     const auto& slots = views[static_cast<std::size_t>(backend)].slots;

@@ -10,8 +10,12 @@ namespace warmslot::service {
 struct stream_keeper::state {
     state(http_server::exchange& e, std::chrono::milliseconds every,
           std::chrono::milliseconds timeout, api::error_dialect d)
-        : ex(e), interval(every), base_interval(every), write_timeout(timeout),
-          event(api::keepalive_event(d)), tick(e.client->get_executor()),
+        : ex(e),
+          interval(every),
+          base_interval(every),
+          write_timeout(timeout),
+          event(api::keepalive_event(d)),
+          tick(e.client->get_executor()),
           idle(e.client->get_executor()) {}
 
     http_server::exchange& ex;
@@ -19,11 +23,11 @@ struct stream_keeper::state {
     std::chrono::milliseconds base_interval;  // the keep-alive's own, without progress
     std::chrono::milliseconds write_timeout;
     std::function<std::string()> progress;  // see set_progress
-    std::string event;        // one keep-alive event
-    header_list extra;        // X-Warmslot headers for an early head
-    std::string pending;      // what the write under way sends
-    net::steady_timer tick;   // the next keep-alive
-    net::steady_timer idle;   // cancelled when a write ends: what stop() waits on
+    std::string event;                      // one keep-alive event
+    header_list extra;                      // X-Warmslot headers for an early head
+    std::string pending;                    // what the write under way sends
+    net::steady_timer tick;                 // the next keep-alive
+    net::steady_timer idle;                 // cancelled when a write ends: what stop() waits on
     bool stopping = false;
     bool writing = false;
     bool head = false;

@@ -26,7 +26,7 @@
 namespace warmslot::service {
 
 class stream_keeper {
-public:
+  public:
     // Starts the clock: the head and the first keep-alive go out after `interval`, unless
     // stop() came first. `write_timeout` bounds each write to the client.
     stream_keeper(http_server::exchange& ex, std::chrono::milliseconds interval,
@@ -59,7 +59,7 @@ public:
 
     struct state;  // shared with the pending timer and write handlers (service/keepalive.cpp)
 
-private:
+  private:
     std::shared_ptr<state> s_;
 };
 

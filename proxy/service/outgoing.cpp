@@ -17,8 +17,7 @@ outgoing_body prepared_body(const std::string& body, const nlohmann::json* parse
     // A router's model is named first: a `model` the client sent comes later and wins. Only
     // in a JSON object (never in a multipart upload that happens to hold a brace).
     const auto brace = body.find('{');
-    const bool object = brace != std::string::npos &&
-                        body.find_first_not_of(" \t\r\n") == brace;
+    const bool object = brace != std::string::npos && body.find_first_not_of(" \t\r\n") == brace;
     const std::string model = object ? upstream::router_model_field(b) : std::string();
     if ((!slot && !client_pinned && model.empty()) || brace == std::string::npos) {
         out.before = body;
@@ -26,8 +25,10 @@ outgoing_body prepared_body(const std::string& body, const nlohmann::json* parse
     }
     if (client_pinned) {
         nlohmann::json copy = *parsed;
-        if (slot) copy["id_slot"] = *slot;
-        else copy.erase("id_slot");
+        if (slot)
+            copy["id_slot"] = *slot;
+        else
+            copy.erase("id_slot");
         if (!model.empty() && !copy.contains("model")) copy["model"] = b.router_model;
         out.owned = copy.dump();
         return out;
@@ -62,7 +63,8 @@ std::string upstream_head(const http::request<http::string_body>& in, const conf
     if (const auto key = b.current_child_key(); !key.empty())  // its process takes only this one
         head.append("Authorization: Bearer ").append(key).append("\r\n");
     const auto m = in.method();
-    if (body_size > 0 || m == http::verb::options || m == http::verb::put || m == http::verb::post) {
+    if (body_size > 0 || m == http::verb::options || m == http::verb::put ||
+        m == http::verb::post) {
         head.append("Content-Length: ").append(std::to_string(body_size)).append("\r\n");
     }
     head.append("\r\n");

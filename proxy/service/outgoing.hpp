@@ -22,7 +22,7 @@ struct outgoing_body {
     std::string_view before;  // the client's body up to its opening brace, or all of it
     std::string field;        // inserted after `before`
     std::string_view after;
-    std::string owned;        // a rewritten body, sent instead of the pieces
+    std::string owned;  // a rewritten body, sent instead of the pieces
     std::size_t size() const {
         return owned.empty() ? before.size() + field.size() + after.size() : owned.size();
     }

@@ -1,21 +1,18 @@
 #include "service/pipeline.hpp"
 
-#include "config/reload.hpp"
-
-#include "util/log.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "api/endpoints.hpp"
 #include "api/json_parse.hpp"
 #include "api/keepalive.hpp"
+#include "config/reload.hpp"
 #include "service/keepalive.hpp"
 #include "service/relay.hpp"
 #include "service/wakeup.hpp"
 #include "util/escape.hpp"
+#include "util/log.hpp"
 
 namespace warmslot::service {
 namespace {
@@ -106,7 +103,8 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
         co_await explain(ex, out, body);
     } else if (ep.kind == api::endpoint_kind::dashboard) {
         co_await dashboard(ex, out);
-    } else if ((path == "/v1/models" || path == "/models") && config::active_backends(*out.cfg) > 1) {
+    } else if ((path == "/v1/models" || path == "/models") &&
+               config::active_backends(*out.cfg) > 1) {
         co_await models(ex, out);
     } else if (const auto place =
                    tenant_limits_.enter(out.caller ? out.caller->tenant : std::string(),
@@ -126,9 +124,10 @@ awaitable<void> pipeline::handle(http_server::exchange& ex) {
         // A stream is kept alive while warmslot works before the backend answers (HTTP/1.1:
         // the early head is chunked).
         std::optional<stream_keeper> keeper;
-        const auto every = json_body && ex.request.version() == 11
-                               ? api::stream_keepalive(ep.shape, body, out.cfg->timeouts.stream_keepalive)
-                               : std::nullopt;
+        const auto every =
+            json_body && ex.request.version() == 11
+                ? api::stream_keepalive(ep.shape, body, out.cfg->timeouts.stream_keepalive)
+                : std::nullopt;
         if (every) {
             keeper.emplace(ex, *every, out.cfg->timeouts.stream_idle, ep.dialect);
             out.keeper = &*keeper;
@@ -157,8 +156,7 @@ std::optional<rejection> pipeline::check(const http::request<http::string_body>&
                                          const nlohmann::json* body) const {
     const std::string path(api::path_of(std::string_view(req.target())));
     switch (g) {
-        case gate::pass:
-            break;
+        case gate::pass: break;
         case gate::misdirected:
             return rejection{api::error_kind::misdirected,
                              "this warmslot does not answer for the host in the Host header "
@@ -192,22 +190,22 @@ std::optional<rejection> pipeline::check(const http::request<http::string_body>&
             if (!body || body->is_discarded()) {
                 return rejection{api::error_kind::invalid_json,
                                  "request body is not valid JSON, or nests arrays and objects "
-                                 "deeper than " + std::to_string(api::max_json_depth) + " levels"};
+                                 "deeper than " +
+                                     std::to_string(api::max_json_depth) + " levels"};
             }
             if (!body->is_object()) {
-                return rejection{api::error_kind::bad_request, "request body must be a JSON object"};
+                return rejection{api::error_kind::bad_request,
+                                 "request body must be a JSON object"};
             }
             return std::nullopt;
         case api::endpoint_kind::health:
         case api::endpoint_kind::metrics:
         case api::endpoint_kind::admin:
         case api::endpoint_kind::dashboard:
-        case api::endpoint_kind::forward_get:
-            return std::nullopt;
+        case api::endpoint_kind::forward_get: return std::nullopt;
     }
     return std::nullopt;
 }
-
 
 awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::error_kind kind,
                                std::string message) {
@@ -221,9 +219,9 @@ awaitable<void> pipeline::fail(http_server::exchange& ex, outcome& out, api::err
         co_await fail_in_stream(ex, out, api::sse_error_event(kind, message, out.cls.ep.dialect));
         co_return;
     }
-    auto ec = co_await http_server::write_json(
-        ex, info.status, api::error_body(kind, message, out.cls.ep.dialect),
-        out.cfg->timeouts.stream_idle);
+    auto ec = co_await http_server::write_json(ex, info.status,
+                                               api::error_body(kind, message, out.cls.ep.dialect),
+                                               out.cfg->timeouts.stream_idle);
     if (ec) ex.keep_alive = false;
 }
 
@@ -285,18 +283,17 @@ void pipeline::log_access(const http_server::exchange& ex, const outcome& out, d
                                 ep.address().is_v6() ? "[" : "", ep.address().to_string(),
                                 ep.address().is_v6() ? "]" : "", ep.port());
     }
-    access_log()->info("req={} {} {} {} backend={} slot={} route=\"{}\"{}{}{} {} bytes={} ms={:.1f}{}{}{}",
-                       ex.id, util::escape_controls(std::string_view(req.method_string())),
-                       util::escape_controls(std::string_view(req.target())),
-                       out.status, out.backend.empty() ? "-" : out.backend,
-                       out.slot ? std::to_string(*out.slot) : "-",
-                       out.route.empty() ? "-" : out.route,
-                       out.waited.empty() ? "" : " waited=\"" + out.waited + "\"",
-                       disk.empty() ? "" : " disk=\"" + disk + "\"",
-                       out.rewrites.empty() ? "" : " rewrites=\"" + out.rewrites + "\"", cache,
-                       out.bytes_out, ms,
-                       out.error ? fmt::format(" error={}", api::name(*out.error)) : "",
-                       out.client_gone ? " client_gone" : "", peer);
+    access_log()->info(
+        "req={} {} {} {} backend={} slot={} route=\"{}\"{}{}{} {} bytes={} ms={:.1f}{}{}{}", ex.id,
+        util::escape_controls(std::string_view(req.method_string())),
+        util::escape_controls(std::string_view(req.target())), out.status,
+        out.backend.empty() ? "-" : out.backend, out.slot ? std::to_string(*out.slot) : "-",
+        out.route.empty() ? "-" : out.route,
+        out.waited.empty() ? "" : " waited=\"" + out.waited + "\"",
+        disk.empty() ? "" : " disk=\"" + disk + "\"",
+        out.rewrites.empty() ? "" : " rewrites=\"" + out.rewrites + "\"", cache, out.bytes_out, ms,
+        out.error ? fmt::format(" error={}", api::name(*out.error)) : "",
+        out.client_gone ? " client_gone" : "", peer);
 }
 
 }  // namespace warmslot::service

@@ -25,20 +25,20 @@
 #include "rewrite/rewrite.hpp"
 #include "routing/registry.hpp"
 #include "routing/reservation.hpp"
-#include "tier/disk_tier.hpp"
 #include "status/activity.hpp"
+#include "tier/disk_tier.hpp"
 #include "upstream/pool.hpp"
 
 namespace warmslot::service {
 
 class watch_list;
 class wakeup_hub;
-struct forwarding;    // service/forwarding.hpp: one forwarded request
-struct backend_try;   // one backend tried for it
+struct forwarding;   // service/forwarding.hpp: one forwarded request
+struct backend_try;  // one backend tried for it
 struct send_result;
 enum class try_step;
 enum class hold_end;
-class stream_keeper;  // service/keepalive.hpp
+class stream_keeper;     // service/keepalive.hpp
 struct router_switches;  // service/router_room.cpp
 std::shared_ptr<router_switches> make_router_switches();
 struct hold_line;  // service/hold.cpp
@@ -55,7 +55,7 @@ struct request_class {
 
 // What became of a request: the access log line is made from it.
 struct outcome {
-    config::snapshot cfg;     // the config this request runs under, kept until it ends
+    config::snapshot cfg;  // the config this request runs under, kept until it ends
     request_class cls;
     // Who called: the grant of the key sent (an admin of the default tenant when no keys are
     // configured); null until the key check passed. Points into `cfg`.
@@ -69,7 +69,7 @@ struct outcome {
     bool streamed = false;
     std::string route;        // X-Warmslot-Route as sent
     std::optional<int> slot;  // pinned slot
-    tier::disk_action disk;         // what the disk tier did before the request ran
+    tier::disk_action disk;   // what the disk tier did before the request ran
     std::string rewrites;     // X-Warmslot-Rewrites as sent ("" when no rule applies)
     std::string waited;       // why the request waited before it was planned, and how long
     // A streaming request's keep-alive while warmslot works before the backend answers; null
@@ -102,7 +102,7 @@ struct admission {
 // Starts supervised backends that are stopped (app/supervisor); optional. What it says of
 // their states goes to warmslot's own endpoints (endpoints::backend_states).
 class starter : public endpoints::backend_states {
-public:
+  public:
     // Before a request is planned: starts the stopped on-demand backends that could serve
     // `model` and waits, within their start_timeout, until one of them is healthy. A backend
     // of a swap group may first need another member drained, saved and stopped. `gone` says
@@ -116,7 +116,7 @@ public:
 };
 
 class pipeline {
-public:
+  public:
     // `disk` may be null (no disk tier).
     pipeline(const config::source& src, http_server::workers& w, routing::registry& reg,
              tier::disk_tier* disk = nullptr);
@@ -132,10 +132,9 @@ public:
     // A config reload: the rewrite rules of the new snapshot apply to the next requests.
     void reconfigure(const config::config& cfg) { rewriter_.set_rules(cfg.rewrite); }
 
-private:
+  private:
     awaitable<void> forward(http_server::exchange& ex, outcome& out, const nlohmann::json* body);
-    awaitable<bool> wait_for_slot(const config::config& cfg, routing::ticket& t,
-                                  forward_state& st);
+    awaitable<bool> wait_for_slot(const config::config& cfg, routing::ticket& t, forward_state& st);
     awaitable<void> wait_for_preparations(const config::config& cfg, int backend,
                                           forward_state& st);
     // A request llama-server places itself waits until those prepared on lower slots with its
@@ -154,13 +153,13 @@ private:
     // the router's models when the router runs as many as it may, loads this one and has it
     // read (service/router_room.cpp).
     awaitable<void> load_router_model(const config::config& cfg, int backend, upstream::pool& pool,
-                              forward_state& st, outcome& out);
+                                      forward_state& st, outcome& out);
     // Tenant isolation (service/isolation.cpp): the slots of `backend` that hold another
     // tenant's state and could serve this request are emptied first. False: its own slot could
     // not be.
     awaitable<bool> isolate(upstream::pool& pool, int backend, routing::ticket& t,
-                            std::optional<int> slot, bool pin,
-                            const routing::fingerprint* fp, outcome& out);
+                            std::optional<int> slot, bool pin, const routing::fingerprint* fp,
+                            outcome& out);
     // A request that found no idle slot waits for one rather than join llama-server's queue
     // (which hands it the first slot to free, whoever's, before what that slot holds is saved);
     // in line per backend, first come first planned (service/hold.cpp). False: none came within
@@ -243,11 +242,11 @@ private:
     rewrite::rewriter rewriter_;
     std::vector<std::unique_ptr<upstream::pool>> pools_;  // one per worker
     std::vector<std::unique_ptr<watch_list>> watches_;    // one per worker
-    std::shared_ptr<wakeup_hub> wakeups_;                  // the registry's listener
-    status::activity activity_;                            // thread-safe
-    api::tenant_limits tenant_limits_;                     // thread-safe
-    std::shared_ptr<router_switches> switches_;            // thread-safe
-    std::shared_ptr<hold_line> holds_;                     // thread-safe
+    std::shared_ptr<wakeup_hub> wakeups_;                 // the registry's listener
+    status::activity activity_;                           // thread-safe
+    api::tenant_limits tenant_limits_;                    // thread-safe
+    std::shared_ptr<router_switches> switches_;           // thread-safe
+    std::shared_ptr<hold_line> holds_;                    // thread-safe
 };
 
 }  // namespace warmslot::service

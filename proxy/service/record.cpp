@@ -6,8 +6,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "api/json_parse.hpp"
 #include "api/endpoints.hpp"
+#include "api/json_parse.hpp"
 #include "endpoints/endpoints.hpp"
 #include "service/pipeline.hpp"
 #include "status/assets.hpp"
@@ -117,8 +117,8 @@ awaitable<void> pipeline::reply(http_server::exchange& ex, outcome& out, endpoin
     }
     out.status = a.status;
     if (a.json()) {
-        const auto ec =
-            co_await http_server::write_json(ex, a.status, std::move(a.body), cfg.timeouts.stream_idle);
+        const auto ec = co_await http_server::write_json(ex, a.status, std::move(a.body),
+                                                         cfg.timeouts.stream_idle);
         if (ec) ex.keep_alive = false;
         co_return;
     }
@@ -144,8 +144,9 @@ endpoints::sources pipeline::own_sources(const outcome& out) const {
 
 awaitable<void> pipeline::health(http_server::exchange& ex, outcome& out) {
     // Without a valid key (the header checks of service/gate.cpp), no backend is named or asked.
-    co_await reply(ex, out,
-                   co_await endpoints::health(own_sources(out), *pools_[ex.worker], out.caller != nullptr));
+    co_await reply(
+        ex, out,
+        co_await endpoints::health(own_sources(out), *pools_[ex.worker], out.caller != nullptr));
 }
 
 awaitable<void> pipeline::models(http_server::exchange& ex, outcome& out) {

@@ -1,10 +1,9 @@
 #include "service/relay.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "api/errors.hpp"
@@ -24,14 +23,14 @@ constexpr const char* trailer_names = "X-Warmslot-Cached-Tokens, X-Warmslot-Proc
 
 // Watches relayed SSE bytes for llama-server's timings; never changes them.
 class sse_stats final : sse::event_sink {
-public:
+  public:
     void feed(const char* data, std::size_t n) { parser_.feed(std::string_view(data, n), *this); }
     std::optional<api::prompt_stats> stats;
     // The stream's final event went by: `data: [DONE]` (OpenAI shapes), `message_stop`
     // (Messages), `response.completed` (Responses), or a "stop":true event (/completion).
     bool finished = false;
 
-private:
+  private:
     void on_event(std::string_view name, std::string_view data, std::string_view) override {
         if (api::may_carry_stats(data)) {
             if (auto s = api::find_prompt_stats(data)) stats = s;
@@ -41,7 +40,8 @@ private:
         // does, and the next look at /slots would take it for someone else's.
         if (name == "message_delta" && stats && data.size() < 4096) {
             const auto delta = nlohmann::json::parse(data, nullptr, false);
-            const auto* usage = delta.is_object() && delta.contains("usage") ? &delta["usage"] : nullptr;
+            const auto* usage =
+                delta.is_object() && delta.contains("usage") ? &delta["usage"] : nullptr;
             if (usage && usage->is_object() && usage->contains("output_tokens") &&
                 (*usage)["output_tokens"].is_number_integer()) {
                 stats->predicted = (*usage)["output_tokens"].get<long>();
@@ -59,9 +59,10 @@ private:
 // set() calls, without its field table: fields keep their order; set() drops every
 // earlier field of that name and appends. Views only: the caller keeps the values alive.
 class head_builder {
-public:
+  public:
     head_builder(const http::response_header<>& from, const header_list& extra,
-                 std::string_view request_id) : result_(from.result()) {
+                 std::string_view request_id)
+        : result_(from.result()) {
         for (const auto& field : from) {
             const std::string_view name(field.name_string());
             if (api::forward_response_header(name)) fields_.emplace_back(name, field.value());
@@ -77,10 +78,19 @@ public:
     std::string str() const {
         // The status line as serialized_head() writes it for HTTP/1.1 and this status.
         const unsigned code = static_cast<unsigned>(result_) % 1000;
-        const char status_line[] = {'H', 'T', 'T', 'P', '/', '1', '.', '1', ' ',
+        const char status_line[] = {'H',
+                                    'T',
+                                    'T',
+                                    'P',
+                                    '/',
+                                    '1',
+                                    '.',
+                                    '1',
+                                    ' ',
                                     static_cast<char>('0' + code / 100),
                                     static_cast<char>('0' + code / 10 % 10),
-                                    static_cast<char>('0' + code % 10), ' '};
+                                    static_cast<char>('0' + code % 10),
+                                    ' '};
         const auto reason = http::obsolete_reason(result_);
         std::string head;
         head.reserve(256);
@@ -92,7 +102,7 @@ public:
         return head.append("\r\n");
     }
 
-private:
+  private:
     http::status result_;
     std::vector<std::pair<std::string_view, std::string_view>> fields_;
 };
@@ -172,9 +182,8 @@ awaitable<error_code> write_out(timed_stream& client, std::string_view head, boo
         size_length = static_cast<std::size_t>(std::snprintf(size, sizeof size, "%zx\r\n", n));
     }
     const std::array<net::const_buffer, 5> buffers{
-        net::buffer(head.data(), head.size()), net::buffer(size, size_length),
-        net::buffer(data, n), net::buffer("\r\n", size_length > 0 ? 2 : 0),
-        net::buffer(tail.data(), tail.size())};
+        net::buffer(head.data(), head.size()), net::buffer(size, size_length), net::buffer(data, n),
+        net::buffer("\r\n", size_length > 0 ? 2 : 0), net::buffer(tail.data(), tail.size())};
     auto [ec, written] = co_await net::async_write(client, buffers, nothrow);
     co_return ec;
 }
@@ -211,17 +220,17 @@ struct client_watch::shared {
 client_watch::client_watch(timed_stream& client, forward_state& st)
     : client_(client), shared_(std::make_shared<shared>()) {
     shared_->st = &st;
-    client_.socket().async_receive(
-        net::buffer(&shared_->byte, 1), net::socket_base::message_peek,
-        [s = shared_](const error_code& ec, std::size_t n) {
-            if (!s->st || ec == net::error::operation_aborted) return;
-            if (!ec && n > 0) return;  // the client pipelined its next request
-            s->st->client_gone = true;
-            if (s->st->current) {
-                error_code ignored;
-                s->st->current->stream.socket().close(ignored);
-            }
-        });
+    client_.socket().async_receive(net::buffer(&shared_->byte, 1), net::socket_base::message_peek,
+                                   [s = shared_](const error_code& ec, std::size_t n) {
+                                       if (!s->st || ec == net::error::operation_aborted) return;
+                                       if (!ec && n > 0)
+                                           return;  // the client pipelined its next request
+                                       s->st->client_gone = true;
+                                       if (s->st->current) {
+                                           error_code ignored;
+                                           s->st->current->stream.socket().close(ignored);
+                                       }
+                                   });
 }
 
 client_watch::~client_watch() {
@@ -313,8 +322,10 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         if (got > 0 && sse) stats.feed(buf.data(), got);
         if (got > 0 && keep_plain) {
             keep_plain = plain.size() + got <= max_buffered_body;
-            if (keep_plain) plain.append(buf.data(), got);
-            else std::string().swap(plain);
+            if (keep_plain)
+                plain.append(buf.data(), got);
+            else
+                std::string().swap(plain);
         }
         if (p.is_done() && keep_plain && !stats.stats && api::may_carry_stats(plain))
             stats.stats = api::find_prompt_stats(plain);
@@ -326,7 +337,8 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         }
         if (got > 0 || !head_bytes.empty() || !last.empty()) {
             ex.client->expires_after(cfg.limits.stalled_reader);
-            const auto wec = co_await write_out(*ex.client, head_bytes, chunked, buf.data(), got, last);
+            const auto wec =
+                co_await write_out(*ex.client, head_bytes, chunked, buf.data(), got, last);
             st.headers_sent = true;
             head_bytes.clear();
             out.bytes_out += got;
@@ -359,7 +371,8 @@ awaitable<void> relay_streamed(http_server::exchange& ex, upstream::connection& 
         // cannot be framed
         if (!(sse && (unknown_length || early))) co_return void(ex.keep_alive = false);
         const auto event = api::sse_error_event(
-            *out.error, "the backend failed during the stream: " + rec.message(), out.cls.ep.dialect);
+            *out.error, "the backend failed during the stream: " + rec.message(),
+            out.cls.ep.dialect);
         out.stats = stats.stats;
         // Built before the co_await: g++ 12 mishandles temporaries of a conditional expression
         // inside a co_await (they are destroyed twice).
@@ -415,8 +428,8 @@ awaitable<void> relay_into_started(http_server::exchange& ex, upstream::connecti
 
 // Not a coroutine itself: it hands over the coroutine that relays, without a frame of its own.
 awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
-                      http::response_parser<http::buffer_body>& p, forward_state& st,
-                      outcome& out, const config::config& cfg, const header_list& extra) {
+                      http::response_parser<http::buffer_body>& p, forward_state& st, outcome& out,
+                      const config::config& cfg, const header_list& extra) {
     const bool sse = p.get()[http::field::content_type].starts_with("text/event-stream");
     if (st.early_head) {
         if (sse && p.get().result() == http::status::ok) {

@@ -21,7 +21,7 @@ struct outcome;
 
 // Shared between the forwarding coroutine and the client watcher of one exchange.
 struct forward_state {
-    upstream::connection* current = nullptr; // upstream connection in use, if any
+    upstream::connection* current = nullptr;  // upstream connection in use, if any
     bool client_gone = false;
     // The client was sent the stream's final event: leaving after it is the end of a complete
     // answer, not a client gone in the middle.
@@ -31,7 +31,7 @@ struct forward_state {
     bool isolation_wait_failed = false;
     // The stream's head went out early (stream_keeper): the answer goes on in its framing.
     bool early_head = false;
-    bool upstream_reusable = false; // the response was read in full and allows keep-alive
+    bool upstream_reusable = false;  // the response was read in full and allows keep-alive
     error_code last_error;
     // Called once, as soon as the backend's answer is complete and before its last bytes go to
     // the client: a client that sends its next request the moment it has the answer must find
@@ -56,13 +56,13 @@ using header_list = std::vector<std::pair<std::string_view, std::string>>;  // n
 // handler rather than a coroutine beside the exchange: one socket operation per watch.
 // Lives on the exchange's worker; after destruction it never touches `st` again.
 class client_watch {
-public:
+  public:
     client_watch(timed_stream& client, forward_state& st);
     ~client_watch();
     client_watch(const client_watch&) = delete;
     client_watch& operator=(const client_watch&) = delete;
 
-private:
+  private:
     struct shared;  // outlives the watch until the pending peek completes
     timed_stream& client_;
     std::shared_ptr<shared> shared_;
@@ -72,7 +72,7 @@ private:
 // began, so that the many requests that end sooner cost no socket operation for it; a client
 // that leaves is noticed within twice the delay. One per worker, used on that worker only.
 class watch_list {
-public:
+  public:
     static constexpr std::chrono::milliseconds delay{50};
 
     explicit watch_list(const net::any_io_executor& ex) : timer_(ex) {}
@@ -84,13 +84,13 @@ public:
 
     // One exchange's place in the list, for as long as the exchange runs.
     class entry {
-    public:
+      public:
         entry(watch_list& list, timed_stream& client, forward_state& st);
         ~entry();
         entry(const entry&) = delete;
         entry& operator=(const entry&) = delete;
 
-    private:
+      private:
         friend class watch_list;
         watch_list* list_;  // null once the list is gone
         timed_stream& client_;
@@ -101,7 +101,7 @@ public:
         entry* next_ = nullptr;
     };
 
-private:
+  private:
     void arm();  // one timer for the whole list, while it has entries
     entry* head_ = nullptr;
     net::steady_timer timer_;
@@ -113,7 +113,7 @@ private:
 // chunk as they arrive and what the cache did follows as HTTP trailers. `extra` headers (route,
 // slot, backend) go out with the response headers.
 awaitable<void> relay(http_server::exchange& ex, upstream::connection& up,
-                      http::response_parser<http::buffer_body>& p, forward_state& st,
-                      outcome& out, const config::config& cfg, const header_list& extra);
+                      http::response_parser<http::buffer_body>& p, forward_state& st, outcome& out,
+                      const config::config& cfg, const header_list& extra);
 
 }  // namespace warmslot::service

@@ -12,15 +12,15 @@
 // a slot like any other: the next request for the unloaded model restores what was saved. One
 // switch at a time per router; a request whose model another switch loaded meanwhile goes at
 // once. What was saved and unloaded is said in the request's X-Warmslot-Disk.
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <chrono>
-#include <mutex>
 #include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
@@ -34,8 +34,8 @@ namespace warmslot::service {
 
 struct router_switches {
     std::mutex mu;
-    std::set<std::string> busy;                  // routers with a switch under way
-    std::map<int, std::size_t> waiting;          // requests waiting for a model, by backend
+    std::set<std::string> busy;          // routers with a switch under way
+    std::map<int, std::size_t> waiting;  // requests waiting for a model, by backend
     std::map<int, routing::clock::time_point> loaded_at;  // when a switch loaded it
 };
 
@@ -70,8 +70,8 @@ std::shared_ptr<router_switches> make_router_switches() {
     return std::make_shared<router_switches>();
 }
 
-awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, upstream::pool& pool,
-                                    forward_state& st, outcome& out) {
+awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx,
+                                            upstream::pool& pool, forward_state& st, outcome& out) {
     const auto& b = cfg.backends[static_cast<std::size_t>(idx)];
     if (b.router.empty() || !reg_.asleep(idx)) co_return;
     net::steady_timer timer(co_await net::this_coro::executor);
@@ -128,8 +128,9 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
         co_return upstream::read_router_state(r.body, model).value_or("");
     };
     // Waits while the model's state is one of `passing`; its last state.
-    const auto settle = [&](const std::string& model,
-                            std::initializer_list<std::string_view> passing) -> awaitable<std::string> {
+    const auto settle =
+        [&](const std::string& model,
+            std::initializer_list<std::string_view> passing) -> awaitable<std::string> {
         for (;;) {
             auto state = co_await state_of(model);
             const bool moving = std::find(passing.begin(), passing.end(), state) != passing.end();
@@ -163,8 +164,8 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
                 const auto w = sw.waiting.find(j);
                 const bool idle = v.in_flight == 0 && (w == sw.waiting.end() || w->second == 0);
                 const auto at = sw.loaded_at.find(j);
-                const bool resident = at == sw.loaded_at.end() ||
-                                      now - at->second >= b.min_residency;
+                const bool resident =
+                    at == sw.loaded_at.end() || now - at->second >= b.min_residency;
                 if (!idle && !resident) continue;
                 // Idle ones first, then the least recently used.
                 const bool better =
@@ -249,18 +250,20 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx, 
     if (st.client_gone) co_return;
     // Loaded now, and read, before the request is planned.
     const auto start = clock::now();
-    const auto asked = co_await upstream::call(
-        pool, router_of(b), http::verb::post, "/models/load",
-        nlohmann::json{{"model", b.router_model}}.dump(), router_call_timeout);
+    const auto asked = co_await upstream::call(pool, router_of(b), http::verb::post, "/models/load",
+                                               nlohmann::json{{"model", b.router_model}}.dump(),
+                                               router_call_timeout);
     bool loaded = false;
     if (!asked.ec && (asked.status == 200 || asked.status == 400)) {  // 400: already running
-        const auto state = co_await settle(b.router_model, {"loading", "downloading", "downloaded"});
+        const auto state =
+            co_await settle(b.router_model, {"loading", "downloading", "downloaded"});
         loaded = state == "loaded" || state == "sleeping";
     } else {
-        log()->warn("backend {}: the router did not load model {} ({}); the request goes to it "
-                    "as it is",
-                    b.name, b.router_model,
-                    asked.ec ? asked.ec.message() : "HTTP " + std::to_string(asked.status));
+        log()->warn(
+            "backend {}: the router did not load model {} ({}); the request goes to it "
+            "as it is",
+            b.name, b.router_model,
+            asked.ec ? asked.ec.message() : "HTTP " + std::to_string(asked.status));
     }
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();

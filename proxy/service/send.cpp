@@ -17,8 +17,8 @@
 #include "api/forward_headers.hpp"
 #include "api/keepalive.hpp"
 #include "service/forwarding.hpp"
-#include "service/outgoing.hpp"
 #include "service/keepalive.hpp"
+#include "service/outgoing.hpp"
 #include "service/wakeup.hpp"
 #include "upstream/llama_client.hpp"
 #include "upstream/router_call.hpp"
@@ -76,8 +76,8 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
                                forward_state& st, outcome& out, const config::config& cfg,
                                const config::backend& b, outgoing_body body, header_list extra) {
     const std::string head = upstream_head(ex.request, b, body.size());
-    const std::array<net::const_buffer, 4> request{net::buffer(head),
-        body.owned.empty() ? net::buffer(body.before) : net::buffer(body.owned),
+    const std::array<net::const_buffer, 4> request{
+        net::buffer(head), body.owned.empty() ? net::buffer(body.before) : net::buffer(body.owned),
         net::buffer(body.field), net::buffer(body.after)};
     up.stream.expires_after(cfg.timeouts.connect);
     auto [ec, n] = co_await net::async_write(up.stream, request, nothrow);
@@ -108,7 +108,7 @@ awaitable<attempt> try_backend(http_server::exchange& ex, upstream::connection& 
 
 // A failover send: counted on its backend like an unpinned request while it runs.
 class unpinned_lease {
-public:
+  public:
     unpinned_lease(routing::registry& reg, int backend, bool counted)
         : reg_(reg), backend_(counted ? backend : -1) {
         if (backend_ >= 0) reg_.begin_unpinned(backend_);
@@ -119,7 +119,7 @@ public:
     unpinned_lease(const unpinned_lease&) = delete;
     unpinned_lease& operator=(const unpinned_lease&) = delete;
 
-private:
+  private:
     routing::registry& reg_;
     int backend_;
 };
@@ -140,7 +140,7 @@ bool streamed(const nlohmann::json* body) {
 bool candidate(const routing::registry& reg, const forwarding& f, const backend_ref& backend,
                bool planned, std::optional<std::vector<routing::backend_view>>& views) {
     if (!planned && backend->retired) return false;  // removed by a reload: draining
-    if (reg.foreign(backend.id())) return false;      // not the process warmslot started
+    if (reg.foreign(backend.id())) return false;     // not the process warmslot started
     if (!planned && !f.model.empty()) {
         if (!views) views = reg.snapshot();
         if (backend.index() < views->size() && !routing::serves((*views)[backend.index()], f.model))
@@ -174,7 +174,8 @@ backend_try start_try(forwarding& f, std::size_t index, bool planned, bool disk)
                 {"X-Warmslot-Slot", bt.pin ? std::to_string(*bt.slot) : "-"}};
     // A floating request: the slot llama-server's own choice is expected to take, where the
     // disk tier prepared the prefix.
-    if (bt.slot && !bt.pin) bt.extra.emplace_back("X-Warmslot-Expected-Slot", std::to_string(*bt.slot));
+    if (bt.slot && !bt.pin)
+        bt.extra.emplace_back("X-Warmslot-Expected-Slot", std::to_string(*bt.slot));
     if (!out.rewrites.empty()) bt.extra.emplace_back("X-Warmslot-Rewrites", out.rewrites);
     // What a stream's head says if it goes out while the slot is prepared.
     if (out.keeper) out.keeper->set_headers(bt.extra);
@@ -204,8 +205,8 @@ awaitable<void> pipeline::save_after_answer(upstream::pool& pool, routing::reser
                                             const api::prompt_stats& stats,
                                             const cache::token_chain& chain) {
     auto& t = *r;
-    const auto prompt = static_cast<std::uint64_t>(std::max(0L, stats.cached) +
-                                                   std::max(0L, stats.processed));
+    const auto prompt =
+        static_cast<std::uint64_t>(std::max(0L, stats.cached) + std::max(0L, stats.processed));
     if (prompt == chain.size()) {
         r.preparing(true);
         out.disk = co_await disk_->save_after_answer(
@@ -222,8 +223,8 @@ awaitable<void> pipeline::save_after_answer(upstream::pool& pool, routing::reser
 // the tokens llama-server's /slots shows in the slot while warmslot primes it (the monitor's
 // last look), never falling; "" (a keep-alive instead) before the priming has begun.
 std::function<std::string()> pipeline::progress_source(int backend, int slot, std::size_t total,
-                                                        api::api_shape shape, std::string id,
-                                                        std::string model) {
+                                                       api::api_shape shape, std::string id,
+                                                       std::string model) {
     struct seen {
         std::uint64_t processed = 0;
         bool begun = false;
@@ -241,9 +242,10 @@ std::function<std::string()> pipeline::progress_source(int backend, int slot, st
         api::prompt_progress p;
         p.total = total;
         p.processed = std::min<std::uint64_t>(last->processed, total);
-        p.time_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                   std::chrono::steady_clock::now() - last->start)
-                                                   .count());
+        p.time_ms =
+            static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - last->start)
+                                           .count());
         const auto created = std::chrono::duration_cast<std::chrono::seconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
@@ -265,10 +267,12 @@ awaitable<send_result> pipeline::send(forwarding& f, bool may_recheck) {
         const std::size_t i = k == 0 ? chosen : (k <= chosen ? k - 1 : k);
         const bool planned = t.p.backend >= 0 && i == chosen;
         if (!candidate(reg_, f, backend_ref(cfg, i), planned, views)) continue;
-        if (starter_ && cfg.backends[i].supervised()) starter_->used(static_cast<int>(i));  // idle_stop
+        if (starter_ && cfg.backends[i].supervised())
+            starter_->used(static_cast<int>(i));  // idle_stop
         backend_try bt = start_try(f, i, planned, disk_ != nullptr);
         const auto prepared = co_await prepare_slot(f, bt, may_recheck);
-        if (prepared == try_step::recheck) co_return result_of(f, send_result::end::recheck, bt.ref);
+        if (prepared == try_step::recheck)
+            co_return result_of(f, send_result::end::recheck, bt.ref);
         if (prepared == try_step::skip) continue;
         const auto sent = co_await deliver(f, bt, may_recheck);
         if (sent == try_step::done) co_return result_of(f, send_result::end::answered, bt.ref);
@@ -323,10 +327,9 @@ awaitable<try_step> pipeline::prepare_slot(forwarding& f, backend_try& bt, bool 
         co_await wait_turn(cfg, f.pool, b, t, *fp, f.st);
         // After the wait: what the other slots hold now is what llama-server compares.
         if (disk_ && f.view.chat() && !bt.lora && worth_preparing(*fp))
-            co_await disk_->clear_rivals(
-                f.pool, t, *fp, bt.chain ? &*bt.chain : nullptr,
-                out.disk.what == tier::disk_action::kind::restored ||
-                    out.disk.what == tier::disk_action::kind::snapshotted);
+            co_await disk_->clear_rivals(f.pool, t, *fp, bt.chain ? &*bt.chain : nullptr,
+                                         out.disk.what == tier::disk_action::kind::restored ||
+                                             out.disk.what == tier::disk_action::kind::snapshotted);
     }
     // llama-server places this one itself: not on a slot a request is preparing. (A floating
     // request has a slot of its own, prepared for it and predicted to be chosen: it waited for
@@ -352,9 +355,9 @@ awaitable<void> pipeline::prepare_prefix(forwarding& f, backend_try& bt) {
     // prompt: one rising count of one total, continued by llama-server's events.
     const bool progress = out.keeper && f.body && api::wants_prompt_progress(shape, *f.body);
     if (progress) {
-        out.keeper->set_progress(progress_source(bt.ref.id(), *bt.slot, bt.chain->size(), shape,
-                                                 f.ex.id, out.cls.model),
-                                 progress_interval);
+        out.keeper->set_progress(
+            progress_source(bt.ref.id(), *bt.slot, bt.chain->size(), shape, f.ex.id, out.cls.model),
+            progress_interval);
     }
     auto made_room = std::move(out.disk.unloaded);
     out.disk = co_await disk_->prepare(f.pool, t, *f.view.fp, *f.view.chat(), *bt.chain,

@@ -9,7 +9,7 @@ constexpr std::chrono::milliseconds give_up_every{250};
 }  // namespace
 
 struct wakeup_hub::waiter::state {
-    explicit state(net::any_io_executor ex) : executor(ex), timer(std::move(ex)) {}
+    explicit state(net::any_io_executor ex) : executor(ex), timer(ex) {}
     net::any_io_executor executor;
     net::steady_timer timer;
     std::atomic<bool> signalled{false};

@@ -15,7 +15,8 @@ std::size_t line_end(std::string_view bytes, std::size_t pos) noexcept {
     const char* begin = bytes.data() + pos;
     const std::size_t n = bytes.size() - pos;
     const void* lf = std::memchr(begin, '\n', n);
-    const std::size_t until_lf = lf ? static_cast<std::size_t>(static_cast<const char*>(lf) - begin) : n;
+    const std::size_t until_lf =
+        lf ? static_cast<std::size_t>(static_cast<const char*>(lf) - begin) : n;
     const void* cr = std::memchr(begin, '\r', until_lf);
     if (cr) return pos + static_cast<std::size_t>(static_cast<const char*>(cr) - begin);
     return lf ? pos + until_lf : std::string_view::npos;

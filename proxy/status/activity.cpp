@@ -15,16 +15,11 @@ route_group group_of(std::string_view route) noexcept {
 
 std::string_view name(route_group g) noexcept {
     switch (g) {
-        case route_group::hit:
-            return "hit";
-        case route_group::miss:
-            return "miss";
-        case route_group::scratch:
-            return "scratch";
-        case route_group::pass_through:
-            return "pass_through";
-        case route_group::other:
-            return "failover";
+        case route_group::hit: return "hit";
+        case route_group::miss: return "miss";
+        case route_group::scratch: return "scratch";
+        case route_group::pass_through: return "pass_through";
+        case route_group::other: return "failover";
     }
     return "failover";
 }

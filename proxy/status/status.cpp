@@ -42,7 +42,8 @@ const char* work_name(routing::slot_work w) {
 // long. Another tenant's slot shows what it does, not how far.
 json work_json(const routing::slot_view& s, const status_input& in, bool others) {
     if (s.work == routing::slot_work::none) return nullptr;
-    json j = {{"doing", work_name(s.work)}, {"done", nullptr}, {"total", nullptr}, {"seconds", 0.0}};
+    json j = {
+        {"doing", work_name(s.work)}, {"done", nullptr}, {"total", nullptr}, {"seconds", 0.0}};
     if (s.work_since != routing::clock::time_point{}) {
         const std::chrono::duration<double> took = in.now - s.work_since;
         j["seconds"] = std::max(0.0, took.count());

@@ -70,9 +70,8 @@ std::string backends(const json& s) {
         const char* health = !b.value("healthy", false) ? "down"
                              : b.value("asleep", false) ? unloaded
                                                         : "ok";
-        rows.push_back({text(b, "name"), health,
-                        routed ? "on" : "passed through", text(b, "total_slots"),
-                        text(b, "in_flight"), text(b, "model")});
+        rows.push_back({text(b, "name"), health, routed ? "on" : "passed through",
+                        text(b, "total_slots"), text(b, "in_flight"), text(b, "model")});
         if (!routed)
             notes += fmt::format("  {}: {}\n", text(b, "name"), text(b, "pass_through_reason"));
     }
@@ -87,7 +86,8 @@ std::string now_text(const json& sl) {
     const bool done = n.contains("done") && n["done"].is_number();
     const bool total = n.contains("total") && n["total"].is_number();
     if (done && total) {
-        out += fmt::format(" {}/{}", n["done"].get<std::uint64_t>(), n["total"].get<std::uint64_t>());
+        out +=
+            fmt::format(" {}/{}", n["done"].get<std::uint64_t>(), n["total"].get<std::uint64_t>());
     } else if (done) {
         out += fmt::format(" {}", n["done"].get<std::uint64_t>());
     } else if (total) {

@@ -2,9 +2,8 @@
 // its slot, and the slot, holding the prompt and the answer, is saved afterwards under the
 // prefix's key. The client's first token comes as soon as it would straight from llama-server.
 #include <algorithm>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "routing/observations.hpp"
 #include "tier/disk_prefix.hpp"
@@ -50,8 +49,8 @@ awaitable<void> disk_tier::conversation_due(routing::ticket& t, const cache::tok
         });
         have = own ? own->tokens : 0;
     }
-    const std::uint64_t step = std::max<std::uint64_t>(
-        {cfg->cache.min_prefix_tokens / 4, *have / 4, cache::token_block});
+    const std::uint64_t step =
+        std::max<std::uint64_t>({cfg->cache.min_prefix_tokens / 4, *have / 4, cache::token_block});
     if (n < *have + step) co_return;
     prefix p;
     p.index = idx;
@@ -69,7 +68,8 @@ awaitable<bool> disk_tier::wait_for_saves_of(const cache::token_chain& chain, st
         });
     };
     if (!pending()) co_return false;
-    const auto deadline = std::chrono::steady_clock::now() + src_.current()->cache.slot_call_timeout;
+    const auto deadline =
+        std::chrono::steady_clock::now() + src_.current()->cache.slot_call_timeout;
     net::steady_timer timer(co_await net::this_coro::executor);
     // Bounded by the deadline; a save ends within one slot call's timeout.
     while (pending() && std::chrono::steady_clock::now() < deadline) {
@@ -104,7 +104,8 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
     struct saving_mark {
         disk_tier& tier;
         std::string key;
-        saving_mark(disk_tier& d, std::string k, std::uint64_t tokens) : tier(d), key(std::move(k)) {
+        saving_mark(disk_tier& d, std::string k, std::uint64_t tokens)
+            : tier(d), key(std::move(k)) {
             std::lock_guard lock(tier.mu_);
             tier.saving_after_[key] = tokens;
         }
@@ -127,7 +128,8 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
         // they make (the last sampled token is not in the KV yet); an unpinned request from
         // elsewhere may have run there since.
         const auto holds_ours = [&](std::uint64_t n) {
-            return n >= prompt_tokens && n <= prompt_tokens + std::max<std::uint64_t>(answer_tokens, 1);
+            return n >= prompt_tokens &&
+                   n <= prompt_tokens + std::max<std::uint64_t>(answer_tokens, 1);
         };
         const auto seen = co_await llama.slots();
         bool holds = false;
@@ -148,9 +150,10 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
         saved(t.p.backend, ok);
         if (!ok) co_return a;
         if (!holds_ours(s.tokens)) {
-            log()->warn("saving slot {} of {} after the answer wrote {} tokens where the prompt "
-                        "and answer have {} and {}: another task used the slot; no snapshot",
-                        *t.p.slot, llama.backend().name, s.tokens, prompt_tokens, answer_tokens);
+            log()->warn(
+                "saving slot {} of {} after the answer wrote {} tokens where the prompt "
+                "and answer have {} and {}: another task used the slot; no snapshot",
+                *t.p.slot, llama.backend().name, s.tokens, prompt_tokens, answer_tokens);
             co_await on_index(index_ex_, [idx, key = p.key, file] {
                 idx->drop(key);
                 std::error_code ec;

@@ -30,8 +30,8 @@ awaitable<disk_tier::hand_over_result> disk_tier::hand_over(upstream::pool& pool
         if (out.emptied) {
             reg_.set_held(t, {}, 0);  // empty, and the tenant's it was emptied for
         } else {
-            log()->warn("{} slot {} not erased for another tenant: {}", llama.backend().name,
-                        slot, e.what());
+            log()->warn("{} slot {} not erased for another tenant: {}", llama.backend().name, slot,
+                        e.what());
         }
     } catch (const std::exception& e) {
         log()->warn("slot {} not erased for another tenant: {}", slot, e.what());

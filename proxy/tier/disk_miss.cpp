@@ -1,15 +1,13 @@
 // What a miss does (the slot does not hold the request's stable messages): find the longest
 // file that holds a start of the request, choose the prefix due for a file, restore, then
 // prime and save. See disk_tier.hpp (miss).
-#include "tier/disk_prefix.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "routing/observations.hpp"
 #include "routing/planner.hpp"
+#include "tier/disk_prefix.hpp"
 
 namespace warmslot::tier {
 using namespace disk_detail;
@@ -51,12 +49,13 @@ struct disk_tier::miss_state {
 // it), else the stable messages once they were used snapshot_after_uses times.
 awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
                                        std::optional<prefix> msg, std::optional<prefix> learned,
-                                       const cache::token_chain& chain, bool judged,
-                                       bool floating, std::optional<std::size_t> slot_common,
-                                       bool defer, bool conversation, const std::string& tenant) {
+                                       const cache::token_chain& chain, bool judged, bool floating,
+                                       std::optional<std::size_t> slot_common, bool defer,
+                                       bool conversation, const std::string& tenant) {
     disk_action none;
-    miss_state m{t, chain, std::move(msg), std::move(learned), judged, floating, slot_common,
-                 defer, conversation, tenant, src_.current()};
+    miss_state m{
+        t,     chain,        std::move(msg), std::move(learned), judged, floating, slot_common,
+        defer, conversation, tenant,         src_.current()};
     m.primary = m.msg ? &*m.msg : m.learned ? &*m.learned : nullptr;
     // With neither, a conversation's own file may still hold the start of the prompt.
     if (m.primary == nullptr && !conversation) co_return none;
@@ -110,9 +109,8 @@ awaitable<void> disk_tier::find_for_miss(miss_state& m) {
     if (m.conversation && co_await wait_for_saves_of(chain, 0)) {
         log()->debug("waited for a conversation file of this prompt");
     }
-    const auto own = co_await on_index(index_ex_, [idx, identity, &chain] {
-        return idx->longest_prefix(identity, chain);
-    });
+    const auto own = co_await on_index(
+        index_ex_, [idx, identity, &chain] { return idx->longest_prefix(identity, chain); });
     if (own) {
         // Leased, then looked up again: no eviction deletes it from here to the restore.
         m.lease = leases_.take(own->key);
@@ -185,18 +183,19 @@ void disk_tier::prepare_elsewhere(miss_state& m) {
     auto& t = m.t;
     const auto& chain = m.chain;
     const std::uint64_t have = m.found ? m.found->row.tokens : 0;
-    const std::uint64_t would_hold = std::max<std::uint64_t>(
-        m.found && m.allowed ? have : 0, m.target ? m.target->ids.size() : 0);
+    const std::uint64_t would_hold = std::max<std::uint64_t>(m.found && m.allowed ? have : 0,
+                                                             m.target ? m.target->ids.size() : 0);
     const auto rival = would_hold > 0 ? token_rival(t, chain) : std::nullopt;
     const int planned = *t.p.slot;
     if (rival && rival->second >= would_hold &&
         static_cast<double>(rival->second) >
             routing::floating_similarity * static_cast<double>(chain.size()) &&
         reg_.move_reservation(t, rival->first)) {
-        log()->info("{} slot {} already shares {} tokens of a floating request's prompt, as "
-                    "many as slot {} would hold once prepared ({}): prepared there instead",
-                    m.cfg->backends[static_cast<std::size_t>(t.p.backend)].name, rival->first,
-                    rival->second, planned, would_hold);
+        log()->info(
+            "{} slot {} already shares {} tokens of a floating request's prompt, as "
+            "many as slot {} would hold once prepared ({}): prepared there instead",
+            m.cfg->backends[static_cast<std::size_t>(t.p.backend)].name, rival->first,
+            rival->second, planned, would_hold);
     }
 }
 
@@ -212,8 +211,8 @@ awaitable<disk_action> disk_tier::restore_found(upstream::pool& pool, miss_state
     f.index = m.idx;
     f.key = found.row.key;
     f.ids.assign(chain.tokens().begin(),
-                 chain.tokens().begin() + static_cast<std::ptrdiff_t>(
-                                              std::min<std::size_t>(found.row.tokens, chain.size())));
+                 chain.tokens().begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(
+                                              found.row.tokens, chain.size())));
     if (m.msg && m.msg->key == f.key) f.levels = m.msg->levels;
     f.body = primary ? primary->body : nullptr;
     f.tenant = primary ? primary->tenant : m.tenant;
@@ -244,8 +243,7 @@ awaitable<disk_action> disk_tier::restore_found(upstream::pool& pool, miss_state
         }
     }
     if (m.conversation) {
-        co_await conversation_due(t, chain, std::max(found.row.tokens, a.extended_to), m.tenant,
-                                  a);
+        co_await conversation_due(t, chain, std::max(found.row.tokens, a.extended_to), m.tenant, a);
     }
     co_return a;
 }

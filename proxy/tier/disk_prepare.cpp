@@ -1,11 +1,10 @@
 // A request's prefixes as the disk tier sees them (the stable messages, a learned split point),
 // its tokens, and prepare(): what a request planned on a slot needs done before it runs. See
 // disk_tier.hpp; disk_miss.cpp holds what is done when the slot does not hold the prefix.
-#include "tier/disk_prefix.hpp"
-
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
+#include "tier/disk_prefix.hpp"
 
 namespace warmslot::tier {
 using namespace disk_detail;
@@ -73,8 +72,7 @@ awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefi
 
 std::optional<disk_tier::prefix> disk_tier::learned_prefix(int backend,
                                                            const cache::token_chain& chain,
-                                                           const json& body,
-                                                           cache::index* idx) {
+                                                           const json& body, cache::index* idx) {
     const auto info = reg_.info(backend);
     if (!info || idx == nullptr) return std::nullopt;
     std::size_t blocks = 0;
@@ -82,8 +80,8 @@ std::optional<disk_tier::prefix> disk_tier::learned_prefix(int backend,
     const auto now = unix_now();
     {
         std::lock_guard lock(mu_);
-        blocks = splits_.observe(info->identity, chain.blocks(), static_cast<std::uint64_t>(now),
-                                 &made);
+        blocks =
+            splits_.observe(info->identity, chain.blocks(), static_cast<std::uint64_t>(now), &made);
     }
     // Kept with the index, off the request's path: a restart of warmslot keeps what it learned.
     for (const auto& m : made) {
@@ -161,7 +159,7 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             longest = co_await longest_own_file(t.p.backend, idx, chain);
         }
         const std::size_t shared = slot_common ? *slot_common * cache::token_block
-                                  : msg        ? msg->ids.size()
+                                   : msg       ? msg->ids.size()
                                                : 0;
         if (msg && t.p.matched_levels >= msg->levels.size() &&
             (!longest || *longest <= shared + cache::token_block)) {

@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "api/errors.hpp"
 #include "cache/index.hpp"
@@ -60,7 +59,7 @@ std::string describe(const disk_action& a);
 // What the disk tier did with one slot on an explicit save or warm-up.
 struct slot_report {
     std::string backend;
-    int slot = -1;             // -1: no slot was involved
+    int slot = -1;  // -1: no slot was involved
     bool saved = false;
     std::string reason;        // why it was skipped or failed ("" when saved)
     std::uint64_t tokens = 0;  // tokens in the saved file
@@ -77,9 +76,9 @@ nlohmann::json to_json(const save_report& r);
 // and where that caller can cut it. Written by the warm-up, read by the caller's other
 // coroutines: all on the request's worker.
 struct warm_watch {
-    int backend = -1;          // where the prefix is primed, once chosen
+    int backend = -1;  // where the prefix is primed, once chosen
     int slot = -1;
-    std::uint64_t total = 0;   // tokens of the prefix
+    std::uint64_t total = 0;  // tokens of the prefix
     enum class phase { starting, prefill, save } now = phase::starting;
     // The priming call's connection while it runs: closing it cancels the prefill on
     // llama-server (upstream::call's in_flight).

@@ -1,11 +1,10 @@
 // Restoring one file into a reserved slot, and what a failed restore does with the file. See
 // disk_tier.hpp (restore).
-#include "tier/disk_prefix.hpp"
-
 #include <algorithm>
 #include <chrono>
 
 #include "cache/slot_file.hpp"
+#include "tier/disk_prefix.hpp"
 #include "upstream/slot_client.hpp"
 
 namespace warmslot::tier {
@@ -41,7 +40,8 @@ awaitable<bool> drop_after_failure(net::any_io_executor index_ex, cache::index* 
 // slot call may take. True when it waited.
 awaitable<bool> disk_tier::wait_for_save(const std::string& key) {
     if (leases_.count(key) == 0) co_return false;
-    const auto deadline = std::chrono::steady_clock::now() + src_.current()->cache.slot_call_timeout;
+    const auto deadline =
+        std::chrono::steady_clock::now() + src_.current()->cache.slot_call_timeout;
     net::steady_timer timer(co_await net::this_coro::executor);
     while (leases_.count(key) > 0 && std::chrono::steady_clock::now() < deadline) {
         timer.expires_after(std::chrono::milliseconds(50));
@@ -50,8 +50,8 @@ awaitable<bool> disk_tier::wait_for_save(const std::string& key) {
     co_return true;
 }
 
-awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket& t,
-                                          const prefix& p, const cache::snapshot& s) {
+awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket& t, const prefix& p,
+                                          const cache::snapshot& s) {
     upstream::slot_client llama(pool, src_.current(), t.p.backend);
     const auto& b = llama.backend();
     auto* idx = p.index;
@@ -72,7 +72,10 @@ awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket&
         log()->warn("restoring {} into {} slot {} failed ({}): {}, recomputing", s.file, b.name,
                     *t.p.slot, r.end.what(), what);
         if (a.file_dropped) {
-            co_await on_index(index_ex_, [idx, key = p.key] { idx->drop(key); return true; });
+            co_await on_index(index_ex_, [idx, key = p.key] {
+                idx->drop(key);
+                return true;
+            });
         }
         co_return a;
     }

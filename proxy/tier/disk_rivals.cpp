@@ -28,8 +28,9 @@ awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::tic
     // back to the shared part there.
     const auto info = reg_.info(t.p.backend);
     if (chain && prepared && info && routing::rolls_back_to_checkpoints_only(info->architecture)) {
-        const auto own = std::find_if(views[backend].slots.begin(), views[backend].slots.end(),
-                                      [&](const routing::slot_view& s) { return s.id == *t.p.slot; });
+        const auto own =
+            std::find_if(views[backend].slots.begin(), views[backend].slots.end(),
+                         [&](const routing::slot_view& s) { return s.id == *t.p.slot; });
         const auto rival = token_rival(t, *chain);
         if (own != views[backend].slots.end() && rival &&
             rival->second + cache::token_block > own->held_tokens &&
@@ -84,7 +85,8 @@ std::optional<std::pair<int, std::size_t>> disk_tier::token_rival(
         const auto it = slot_blocks_.find({t.p.backend, s.id});
         // What was prepared there is what it holds only while the registry believes so.
         if (it == slot_blocks_.end() || it->second.level != s.held.back().hash) continue;
-        const auto tokens = cache::common_blocks(it->second.blocks, chain.blocks()) * cache::token_block;
+        const auto tokens =
+            cache::common_blocks(it->second.blocks, chain.blocks()) * cache::token_block;
         if (tokens > 0 && (!best || tokens > best->second)) best = std::pair{s.id, tokens};
     }
     return best;

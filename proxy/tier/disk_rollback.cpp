@@ -1,10 +1,9 @@
 // A slot that holds a request's stable prefix and more: keep it for llama-server's rollback, or
 // restore the prefix's file into it first (cache/rollback.hpp says why either can be cheaper).
-#include "tier/disk_prefix.hpp"
+#include <fmt/format.h>
 
 #include "routing/observations.hpp"
-
-#include <fmt/format.h>
+#include "tier/disk_prefix.hpp"
 
 namespace warmslot::tier {
 using namespace disk_detail;
@@ -37,9 +36,10 @@ awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing:
     const auto info = reg_.info(t.p.backend);
     const auto prior = cache::rollback_prior(
         info && routing::rolls_back_to_checkpoints_only(info->architecture),
-        backend.supervised() ? routing::ctx_checkpoints_of(
-                                   backend.command,
-                                   [&backend](const std::string& v) { return backend.env_value(v); })
+        backend.supervised() ? routing::ctx_checkpoints_of(backend.command,
+                                                           [&backend](const std::string& v) {
+                                                               return backend.env_value(v);
+                                                           })
                              : backend.ctx_checkpoints);
     {
         std::lock_guard lock(mu_);
@@ -49,8 +49,8 @@ awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing:
     }
     const auto choice = cache::choose_restore_or_rollback(costs);
     const auto& name = backend.name;
-    log()->info("{} slot {} holds prefix {} ({} tokens) and more: {} ({})", name, *t.p.slot,
-                p.key, found->tokens, choice.restore ? "restoring its file" : "kept for a rollback",
+    log()->info("{} slot {} holds prefix {} ({} tokens) and more: {} ({})", name, *t.p.slot, p.key,
+                found->tokens, choice.restore ? "restoring its file" : "kept for a rollback",
                 choice.why);
     if (!choice.restore) {
         kept.choice = choice.why;

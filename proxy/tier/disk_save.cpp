@@ -246,7 +246,8 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     if (!chain || !co_await place_tokens(pool, t.p.backend, *p, *chain)) {
         co_return refuse(api::error_kind::bad_request,
                          "the messages before the final user turn do not render as a prefix of "
-                         "the request's tokens on backend " + name);
+                         "the request's tokens on backend " +
+                             name);
     }
     slot_report r;
     r.backend = name;

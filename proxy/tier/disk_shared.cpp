@@ -9,15 +9,14 @@
 // lookup and the prefix's prefill time for the copy. A call that overran makes the next lookups
 // a miss at once until it returns, so a hung mount costs each request nothing.
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
+#include <boost/asio/ip/host_name.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cctype>
 #include <filesystem>
 #include <random>
-
-#include <boost/asio/ip/host_name.hpp>
-#include <boost/asio/thread_pool.hpp>
-#include <xxhash.h>
 
 #include "cache/shared_tier.hpp"
 #include "tier/disk_prefix.hpp"
@@ -27,7 +26,7 @@ using namespace disk_detail;
 
 namespace {
 
-constexpr int max_publishing = 4;  // publishes queued or running; more are dropped
+constexpr int max_publishing = 4;                  // publishes queued or running; more are dropped
 constexpr std::chrono::seconds stale_after{3600};  // leftovers, and a lock, older than this
 
 // Runs `f` on `work_ex` and waits for it until `deadline`. std::nullopt when it did not finish
@@ -124,7 +123,7 @@ bool shared_state::sweep_due() {
 
 disk_tier::~disk_tier() {
     if (!shared_pool_) return;  // the shared tier was never used
-    shared_pool_->stop();  // what is queued is dropped; a call under way finishes
+    shared_pool_->stop();       // what is queued is dropped; a call under way finishes
     if (shared_->overran.load() > 0) {
         // A call hangs on the shared file system: its thread cannot be joined. The process is
         // ending; the thread holds only the tier's state (shared_), never this object.
@@ -186,8 +185,8 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
     // Worth a copy only while it is quicker than computing the prefix again.
     const auto worth = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::duration<double>(entry.prefill_seconds));
-    const auto limit = std::clamp<std::chrono::milliseconds>(worth, c.shared_timeout,
-                                                             c.slot_call_timeout);
+    const auto limit =
+        std::clamp<std::chrono::milliseconds>(worth, c.shared_timeout, c.slot_call_timeout);
     const auto deadline = std::chrono::steady_clock::now() + limit;
     const auto target = p.index->slot_dir() / cache::file_name_for(p.key);
     const auto copied = co_await within(
@@ -211,10 +210,10 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
     row.bytes = entry.bytes;
     row.prefill_seconds = entry.prefill_seconds;
     co_await index_brought(p, row);
-    log()->info("prefix {} ({} tokens, published by {}) copied from the shared tier into {}'s "
-                "directory",
-                p.key, row.tokens, entry.publisher,
-                cfg->backends[static_cast<std::size_t>(backend)].name);
+    log()->info(
+        "prefix {} ({} tokens, published by {}) copied from the shared tier into {}'s "
+        "directory",
+        p.key, row.tokens, entry.publisher, cfg->backends[static_cast<std::size_t>(backend)].name);
     co_return found_file{row, "", "copied", true};
 }
 
@@ -241,11 +240,11 @@ void disk_tier::publish(int backend, const cache::snapshot& s, const std::filesy
     e.bytes = s.bytes;
     e.prefill_seconds = s.prefill_seconds;
     e.created = e.last_used = unix_now();
-    e.publisher = fmt::format("{}/{}", tier->tag,
-                              cfg->backends[static_cast<std::size_t>(backend)].name);
+    e.publisher =
+        fmt::format("{}/{}", tier->tag, cfg->backends[static_cast<std::size_t>(backend)].name);
     // Holds the tier's state, not the disk tier: a publish that hangs outlives a stop.
     net::post(shared_executor(), [tier, e, file, root = std::filesystem::path(c.shared_dir),
-                           budget = c.shared_max_disk, limit = c.slot_call_timeout] {
+                                  budget = c.shared_max_disk, limit = c.slot_call_timeout] {
         try {
             const auto deadline = std::chrono::steady_clock::now() + limit;
             const auto r = cache::publish_shared(root, e, file, budget, deadline, tier->tag);
@@ -261,9 +260,10 @@ void disk_tier::publish(int backend, const cache::snapshot& s, const std::filesy
                         tier->evicted += sweep.evicted.size();
                     }
                     if (!sweep.evicted.empty() || sweep.cleaned > 0)
-                        log()->info("shared tier: {} entries evicted (over its budget), {} "
-                                    "leftovers removed",
-                                    sweep.evicted.size(), sweep.cleaned);
+                        log()->info(
+                            "shared tier: {} entries evicted (over its budget), {} "
+                            "leftovers removed",
+                            sweep.evicted.size(), sweep.cleaned);
                 }
             } else if (r != cache::publish_result::present) {
                 log()->warn("prefix {} not published to the shared tier {}: {}", e.key,

@@ -2,7 +2,6 @@
 // The request that follows extends the primed slot, so a snapshot adds no prefill.
 #include <algorithm>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "api/timings.hpp"
@@ -48,13 +47,14 @@ void remove_unindexed(cache::index& idx, const std::string& key, const std::stri
 }  // namespace
 
 // A priming that computed the prefix from scratch on a hybrid or recurrent model left only its
-// own context checkpoints in the slot, near the prefix's end (at n-4 and n-4-n_ubatch). On a hybrid model they would later push
-// out the checkpoint llama-server makes where the request's last user message starts (one closer
-// than --checkpoint-min-step to an earlier checkpoint is dropped), so the next question on the
-// same prefix would roll back n_ubatch tokens further than without warmslot. Restoring the file
-// just written leaves the slot holding exactly the prefix and no checkpoints (llama-server.md
-// section 4), as a restore from disk does. A priming that extended what the slot held keeps its
-// checkpoints: the earlier ones let another conversation on a shorter prefix roll back to it.
+// own context checkpoints in the slot, near the prefix's end (at n-4 and n-4-n_ubatch). On a hybrid
+// model they would later push out the checkpoint llama-server makes where the request's last user
+// message starts (one closer than --checkpoint-min-step to an earlier checkpoint is dropped), so
+// the next question on the same prefix would roll back n_ubatch tokens further than without
+// warmslot. Restoring the file just written leaves the slot holding exactly the prefix and no
+// checkpoints (llama-server.md section 4), as a restore from disk does. A priming that extended
+// what the slot held keeps its checkpoints: the earlier ones let another conversation on a shorter
+// prefix roll back to it.
 awaitable<void> disk_tier::drop_checkpoints(upstream::slot_client& llama, routing::ticket& t,
                                             std::string file, std::uint64_t tokens) {
     const routing::work_mark restoring(reg_, t.p.backend, *t.p.slot, routing::slot_work::restoring,
@@ -143,8 +143,8 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     const bool from_scratch = prime_stats && prime_stats->cached == 0;
     // The answer's status is not the test (a chat parser may refuse the one sampled token after
     // the prompt is in the slot): the slot must hold exactly the prefix.
-    const auto seen = primed.end.answered ? co_await look_at_slot(llama, *t.p.slot, tokens->size())
-                                          : slot_seen{};
+    const auto seen =
+        primed.end.answered ? co_await look_at_slot(llama, *t.p.slot, tokens->size()) : slot_seen{};
     if (primed.end.answered) {
         // The priming's prefill, from its timings or else from the slot's own count.
         a.primed = first_primed +
@@ -184,8 +184,8 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         auto dropped = idx->enforce_budget(max_disk, leases_.held());
         // A file an earlier save wrote after warmslot gave up on it has no row: it goes now.
         if (const auto late = idx->sweep_unindexed(leases_.held()); late > 0) {
-            log()->info("{} slot file(s) of {} written after their save timed out deleted",
-                        late, idx->slot_dir().string());
+            log()->info("{} slot file(s) of {} written after their save timed out deleted", late,
+                        idx->slot_dir().string());
         }
         return dropped;
     });
@@ -213,7 +213,8 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
     const auto& b = llama.backend();
     auto* idx = p.index;
     const std::string file = cache::file_name_for(p.key);
-    const routing::work_mark saving(reg_, t.p.backend, *t.p.slot, routing::slot_work::saving, tokens);
+    const routing::work_mark saving(reg_, t.p.backend, *t.p.slot, routing::slot_work::saving,
+                                    tokens);
     auto r = co_await llama.save(*t.p.slot, file);
     if (r.end.answered && r.end.status != 200) {
         double per_token = default_bytes_per_token;
@@ -224,8 +225,8 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
         }
         const auto need = static_cast<std::uint64_t>(static_cast<double>(tokens) * per_token * 1.1);
         const auto decision = co_await on_index(
-            index_ex_, [this, idx, key = p.key, file, status = r.end.status, body = r.end.body,
-                        need] {
+            index_ex_,
+            [this, idx, key = p.key, file, status = r.end.status, body = r.end.body, need] {
                 remove_unindexed(*idx, key, file);  // what the failed save wrote takes room too
                 std::error_code ec;
                 const auto space = std::filesystem::space(idx->slot_dir(), ec);
@@ -261,7 +262,8 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
     s.created = s.last_used = unix_now();
     s.save_ms = r.value->ms;
     const auto views = reg_.snapshot();
-    s.prefill_seconds = static_cast<double>(s.tokens) /
+    s.prefill_seconds =
+        static_cast<double>(s.tokens) /
         std::max(1.0, views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second);
     if (s.tokens > 0 && s.bytes > 0) {
         std::lock_guard lock(mu_);
@@ -271,7 +273,8 @@ awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, c
     co_return true;
 }
 
-void disk_tier::check(int backend, const disk_action& a, const std::optional<api::prompt_stats>& s) {
+void disk_tier::check(int backend, const disk_action& a,
+                      const std::optional<api::prompt_stats>& s) {
     if (s && a.what == disk_action::kind::none && a.kept_prefix_tokens > 0) {
         // A full-attention model without a sliding window cuts its KV anywhere: what it
         // recomputed of P was not a rollback's cost but a slot that did not hold P (a restart
@@ -295,13 +298,14 @@ void disk_tier::check(int backend, const disk_action& a, const std::optional<api
     std::lock_guard lock(mu_);
     auto& judge = backends_[backend].judge;
     if (!judge.record(useful, cache::policy_clock::now())) return;
-    const auto pause = std::chrono::duration_cast<std::chrono::seconds>(
-        judge.off_until - cache::policy_clock::now());
-    log()->warn("backend {}: {} restored prefixes in a row saved less than half their tokens (the "
-                "last: {} restored, {} reused); this model or its flags cannot resume from a slot "
-                "file (a sliding-window model needs --swa-full). Restores there pause for {} s.",
-                src_.current()->backends[static_cast<std::size_t>(backend)].name,
-                cache::restore_judge::useless_limit, a.tokens, s->cached, pause.count());
+    const auto pause = std::chrono::duration_cast<std::chrono::seconds>(judge.off_until -
+                                                                        cache::policy_clock::now());
+    log()->warn(
+        "backend {}: {} restored prefixes in a row saved less than half their tokens (the "
+        "last: {} restored, {} reused); this model or its flags cannot resume from a slot "
+        "file (a sliding-window model needs --swa-full). Restores there pause for {} s.",
+        src_.current()->backends[static_cast<std::size_t>(backend)].name,
+        cache::restore_judge::useless_limit, a.tokens, s->cached, pause.count());
 }
 
 }  // namespace warmslot::tier

@@ -2,13 +2,12 @@
 // backend (are restores useful there, may it save there). Also describe(disk_action). See
 // disk_tier.hpp; disk_prepare.cpp holds a request's prefixes and prepare(), disk_miss.cpp what
 // a miss does, disk_restore.cpp the restore of one file.
-#include "tier/disk_prefix.hpp"
-
-#include "util/log.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
+
+#include "tier/disk_prefix.hpp"
+#include "util/log.hpp"
 
 // The constructor owns the shared tier's (not yet started) pool: its type must be complete.
 #include <boost/asio/thread_pool.hpp>
@@ -45,16 +44,16 @@ std::string describe(const disk_action& a) {
             if (a.extended_to > 0)
                 return fmt::format("restored {} tokens, then snapshot {} tokens{}", a.tokens,
                                    a.extended_to, a.after_answer ? " saved after the answer" : "");
-            return a.choice.empty()
-                       ? fmt::format("restored {} tokens", a.tokens)
-                       : fmt::format("restored {} tokens, cheaper than a rollback: {}", a.tokens,
-                                     a.choice);
+            return a.choice.empty() ? fmt::format("restored {} tokens", a.tokens)
+                                    : fmt::format("restored {} tokens, cheaper than a rollback: {}",
+                                                  a.tokens, a.choice);
         case disk_action::kind::snapshotted:
             if (a.extended_to > 0)  // primed and saved before, the whole prompt after the answer
                 return fmt::format("snapshot {} tokens, then {} tokens saved after the answer",
                                    a.tokens, a.extended_to);
-            return a.after_answer ? fmt::format("snapshot {} tokens saved after the answer", a.tokens)
-                                  : fmt::format("snapshot {} tokens", a.tokens);
+            return a.after_answer
+                       ? fmt::format("snapshot {} tokens saved after the answer", a.tokens)
+                       : fmt::format("snapshot {} tokens", a.tokens);
         case disk_action::kind::restore_failed:
             return a.file_dropped ? "restore failed, file dropped, recomputed"
                                   : "restore failed, file kept, recomputed";
@@ -64,7 +63,10 @@ std::string describe(const disk_action& a) {
 
 disk_tier::disk_tier(const config::source& src, routing::registry& reg,
                      net::any_io_executor index_ex, net::any_io_executor file_ex)
-    : src_(src), reg_(reg), index_ex_(std::move(index_ex)), file_ex_(std::move(file_ex)),
+    : src_(src),
+      reg_(reg),
+      index_ex_(std::move(index_ex)),
+      file_ex_(std::move(file_ex)),
       shared_(std::make_shared<shared_state>()) {
     shared_->tag = shared_tag();
     std::lock_guard lock(mu_);

@@ -10,18 +10,17 @@
 #pragma once
 
 #include <array>
-#include <filesystem>
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "api/errors.hpp"
 #include "cache/disk_policy.hpp"
@@ -30,8 +29,8 @@
 #include "cache/replica_file.hpp"
 #include "cache/rollback.hpp"
 #include "cache/split_points.hpp"
-#include "cache/token_parts.hpp"
 #include "cache/token_key.hpp"
+#include "cache/token_parts.hpp"
 #include "config/config.hpp"
 #include "config/source.hpp"
 #include "net/beast.hpp"
@@ -51,7 +50,7 @@ struct shared_state;
 }
 
 class disk_tier {
-public:
+  public:
     // Opens one index per distinct slot directory (may throw at start-up). `file_ex` runs the
     // copies of slot files between directories (a thread of its own: a copy may take seconds).
     disk_tier(const config::source& src, routing::registry& reg, net::any_io_executor index_ex,
@@ -101,8 +100,8 @@ public:
     // After the answer of a request whose prepare() left a file due (`a.save_due`), with its
     // reservation still held: saves the slot when it still holds the request's prompt
     // (`prompt_tokens`) followed by its answer (up to `answer_tokens`: GET /slots counts the
-    // KV's tokens), and indexes the file under the prefix. Returns `a` with what was done (kind::snapshotted, after_answer).
-    // Never throws.
+    // KV's tokens), and indexes the file under the prefix. Returns `a` with what was done
+    // (kind::snapshotted, after_answer). Never throws.
     awaitable<disk_action> save_after_answer(upstream::pool& pool, routing::ticket& t,
                                              disk_action a, std::uint64_t prompt_tokens,
                                              std::uint64_t answer_tokens);
@@ -136,7 +135,9 @@ public:
     void check(int backend, const disk_action& a, const std::optional<api::prompt_stats>& s);
 
     // Prompt tokens llama-server computed for warmslot's priming since start (every backend).
-    std::uint64_t primed_tokens_total() const { return primed_total_.load(std::memory_order_relaxed); }
+    std::uint64_t primed_tokens_total() const {
+        return primed_total_.load(std::memory_order_relaxed);
+    }
 
     // Files found in another backend's slot directory since start, by what became of them
     // (linked, copied, or why not).
@@ -180,7 +181,7 @@ public:
     using restore_fn = std::function<void(int backend, double seconds)>;
     void on_restore(restore_fn f) { on_restore_ = std::move(f); }
 
-private:
+  private:
     struct prefix;  // tier/disk_prefix.hpp
     // The stable messages (before the final user turn) when their estimated tokens reach
     // cache.min_prefix_tokens; its tokens and key are not known yet (place_tokens).
@@ -214,11 +215,10 @@ private:
     // What a miss does once its tokens are known: restore the longest file, then prime and save
     // a longer split point when one is due.
     // `conversation`: a conversation file may be left due (conversation_due); `tenant` is charged.
-    awaitable<disk_action> miss(upstream::pool& pool, routing::ticket& t,
-                                std::optional<prefix> msg, std::optional<prefix> learned,
-                                const cache::token_chain& chain, bool judged, bool floating,
-                                std::optional<std::size_t> slot_common, bool defer,
-                                bool conversation, const std::string& tenant);
+    awaitable<disk_action> miss(upstream::pool& pool, routing::ticket& t, std::optional<prefix> msg,
+                                std::optional<prefix> learned, const cache::token_chain& chain,
+                                bool judged, bool floating, std::optional<std::size_t> slot_common,
+                                bool defer, bool conversation, const std::string& tenant);
     // The steps of a miss (tier/disk_miss.cpp), on its state as it goes.
     struct miss_state;
     awaitable<void> find_for_miss(miss_state& m);
@@ -332,9 +332,9 @@ private:
     net::any_io_executor file_ex_;
     mutable std::mutex mu_;
     std::map<std::string, std::unique_ptr<cache::index>> indexes_;  // by slot directory; only grows
-    std::map<std::string, std::uint64_t> uses_;   // prefix key -> uses seen (snapshot_after_uses)
-    cache::split_points splits_;                  // where prompts part ways, per identity
-    std::map<std::string, std::size_t> placed_;   // identity + stable messages' hash -> tokens
+    std::map<std::string, std::uint64_t> uses_;  // prefix key -> uses seen (snapshot_after_uses)
+    cache::split_points splits_;                 // where prompts part ways, per identity
+    std::map<std::string, std::size_t> placed_;  // identity + stable messages' hash -> tokens
     std::map<std::string, cache::token_parts> parts_;  // identity -> its prompts' parts' tokens
     // (backend, slot) -> block chain of the last request prepared there (one per slot), and
     // the last level hash of its fingerprint: believed while the registry believes the slot
@@ -352,7 +352,7 @@ private:
     // Waits, at most slot_call_timeout, while a file holding a longer prefix of `chain` than
     // `have` tokens is being saved after an answer. True when it waited.
     awaitable<bool> wait_for_saves_of(const cache::token_chain& chain, std::uint64_t have);
-    cache::key_leases leases_;                    // keys being looked up, saved or restored
+    cache::key_leases leases_;  // keys being looked up, saved or restored
     // What the tier learned of one backend from its own calls there, under mu_.
     struct backend_state {
         cache::restore_judge judge;             // are restores useful there

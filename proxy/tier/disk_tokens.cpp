@@ -2,18 +2,18 @@
 // tokenized. A long prompt is tokenized by parts (cache/token_parts.hpp): cut before the special
 // tokens its template puts between messages, each part's tokens remembered per model, so only
 // what is new since earlier requests (usually the last turns) goes to /tokenize.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <utility>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "api/prefix_cut.hpp"
 #include "tier/disk_prefix.hpp"
@@ -162,8 +162,8 @@ awaitable<std::optional<std::string>> disk_tier::prefix_text(upstream::pool& poo
     nlohmann::json twice = part;
     twice["messages"].push_back(turn);
     using namespace net::experimental::awaitable_operators;
-    const auto [one, two] = co_await (rendered_text(pool, backend, part) &&
-                                      rendered_text(pool, backend, twice));
+    const auto [one, two] =
+        co_await (rendered_text(pool, backend, part) && rendered_text(pool, backend, twice));
     if (!one || !two) co_return std::nullopt;
     const auto end = api::stable_text_end(*one, *two);
     if (!end) co_return std::nullopt;
@@ -175,9 +175,10 @@ awaitable<std::optional<std::string>> disk_tier::prefix_text(upstream::pool& poo
 void disk_tier::log_prompt(const std::vector<int>& tokens, std::size_t bytes, double render_ms,
                            double tokenize_ms) {
     if (!log()->should_log(spdlog::level::debug)) return;
-    log()->debug("prompt tokens: {} from {} bytes, rendered in {:.2f} ms, tokenized in {:.2f} ms, "
-                 "fnv1a {:016x}",
-                 tokens.size(), bytes, render_ms, tokenize_ms, fnv1a(tokens));
+    log()->debug(
+        "prompt tokens: {} from {} bytes, rendered in {:.2f} ms, tokenized in {:.2f} ms, "
+        "fnv1a {:016x}",
+        tokens.size(), bytes, render_ms, tokenize_ms, fnv1a(tokens));
 }
 
 // The prompt text /apply-template renders for a chat body; std::nullopt when it refuses.
@@ -330,10 +331,11 @@ awaitable<std::optional<std::vector<std::vector<int>>>> disk_tier::tokens_by_par
         std::lock_guard lock(mu_);
         parts_for(identity).checked(same);
         if (!same) {
-            log()->warn("backend {}: a prompt's tokens by parts differ from its whole "
-                        "tokenization ({} and {} tokens); prompts of this model are tokenized "
-                        "whole from now on",
-                        llama.backend().name, out.front().size(), whole.value->size());
+            log()->warn(
+                "backend {}: a prompt's tokens by parts differ from its whole "
+                "tokenization ({} and {} tokens); prompts of this model are tokenized "
+                "whole from now on",
+                llama.backend().name, out.front().size(), whole.value->size());
             co_return std::nullopt;
         }
     }

@@ -25,7 +25,9 @@ awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb metho
     }
     struct shown {
         connection** at;
-        ~shown() { if (at) *at = nullptr; }
+        ~shown() {
+            if (at) *at = nullptr;
+        }
     } const show{in_flight};
     if (in_flight) *in_flight = conn.get();
     const bool get = method == http::verb::get;
@@ -44,7 +46,9 @@ awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb metho
     std::tie(ec, std::ignore) = co_await http::async_write(conn->stream, req, nothrow);
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 * 1024 * 1024);
-    if (!ec) std::tie(ec, std::ignore) = co_await http::async_read(conn->stream, conn->buffer, parser, nothrow);
+    if (!ec)
+        std::tie(ec, std::ignore) =
+            co_await http::async_read(conn->stream, conn->buffer, parser, nothrow);
     if (ec) {
         a.stale = stale(*conn, ec);
         r.ec = ec;
@@ -62,8 +66,7 @@ awaitable<attempt> call_once(pool& p, const config::backend& b, http::verb metho
 // Sent again only when a pooled connection turned out closed before it answered: a slot save
 // that timed out is never sent twice.
 awaitable<reply> call(pool& p, const config::backend& b, http::verb method, std::string target,
-                      std::string body, std::chrono::milliseconds timeout,
-                      connection** in_flight) {
+                      std::string body, std::chrono::milliseconds timeout, connection** in_flight) {
     auto first = co_await call_once(p, b, method, target, body, timeout, false, in_flight);
     if (!first.stale) co_return std::move(first.r);
     auto again = co_await call_once(p, b, method, std::move(target), std::move(body), timeout, true,

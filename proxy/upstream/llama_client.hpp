@@ -12,7 +12,7 @@
 namespace warmslot::upstream {
 
 struct reply {
-    error_code ec;        // transport error; status is 0 then
+    error_code ec;  // transport error; status is 0 then
     unsigned status = 0;
     std::string body;
 };

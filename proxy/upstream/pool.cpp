@@ -11,8 +11,7 @@
 
 namespace warmslot::upstream {
 
-awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host,
-                                                               std::uint16_t port,
+awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host, std::uint16_t port,
                                                                std::chrono::milliseconds timeout,
                                                                bool fresh) {
     std::string key = host + ":" + std::to_string(port);
@@ -43,7 +42,8 @@ awaitable<std::pair<error_code, connection_ptr>> pool::acquire(std::string host,
         std::tie(ec) = co_await c->stream.async_connect(tcp::endpoint(address, port), nothrow);
     } else {  // a host name such as "localhost"
         tcp::resolver resolver(ex_);
-        auto [rec, endpoints] = co_await resolver.async_resolve(host, std::to_string(port), nothrow);
+        auto [rec, endpoints] =
+            co_await resolver.async_resolve(host, std::to_string(port), nothrow);
         if (rec) co_return std::pair{rec, connection_ptr{}};
         std::tie(ec, std::ignore) = co_await c->stream.async_connect_any(endpoints, nothrow);
     }
@@ -69,8 +69,8 @@ awaitable<error_code> pool::connect_local(connection& c, const std::string& path
     net::steady_timer timer(ex_);
     timer.expires_after(timeout);
     // Whichever ends first cancels the other, and both have ended when this resumes.
-    const auto done = co_await (s.async_connect(local::endpoint(path), nothrow) ||
-                                timer.async_wait(nothrow));
+    const auto done =
+        co_await (s.async_connect(local::endpoint(path), nothrow) || timer.async_wait(nothrow));
     if (done.index() == 1) co_return make_error_code(beast::error::timeout);
     error_code ec = std::get<0>(std::get<0>(done));
     if (ec) co_return ec;

@@ -17,11 +17,11 @@
 namespace warmslot::upstream {
 
 struct connection {
-    explicit connection(net::any_io_executor ex) : stream(std::move(ex)) {}
+    explicit connection(const net::any_io_executor& ex) : stream(ex) {}
     timed_stream stream;
     beast::flat_buffer buffer;
-    std::string key;     // "host:port" of the backend
-    bool reused = false; // came from the idle list: may have been closed by the peer meanwhile
+    std::string key;      // "host:port" of the backend
+    bool reused = false;  // came from the idle list: may have been closed by the peer meanwhile
 };
 using connection_ptr = std::unique_ptr<connection>;
 
@@ -43,7 +43,7 @@ inline bool stale(const connection& c, error_code ec) {
 }
 
 class pool {
-public:
+  public:
     // Whether an idle connection's deadline timer may stay armed until it wakes (a timer
     // operation saved per request) or is ended at release. Only for an io_context that is
     // stopped explicitly: a pending wait is work, and a thread_pool's join() waits for it.

@@ -30,8 +30,7 @@ bool has_param(std::string_view target, std::string_view name) {
         auto end = target.find('&', at);
         if (end == std::string_view::npos) end = target.size();
         const auto param = target.substr(at, end - at);
-        if (param.starts_with(name) &&
-            (param.size() == name.size() || param[name.size()] == '='))
+        if (param.starts_with(name) && (param.size() == name.size() || param[name.size()] == '='))
             return true;
         at = end + 1;
     }

@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace warmslot::upstream {
 
@@ -44,14 +43,11 @@ std::chrono::milliseconds timeout_for(slot_call c, const config::config& cfg) {
     switch (c) {
         case slot_call::save:
         case slot_call::restore:
-        case slot_call::erase:
-            return cfg.cache.slot_call_timeout;
-        case slot_call::prime:
-            return cfg.timeouts.upstream_response;
+        case slot_call::erase: return cfg.cache.slot_call_timeout;
+        case slot_call::prime: return cfg.timeouts.upstream_response;
         case slot_call::slots:
         case slot_call::apply_template:
-        case slot_call::tokenize:
-            return query_timeout;
+        case slot_call::tokenize: return query_timeout;
     }
     return query_timeout;
 }
@@ -75,7 +71,8 @@ slot_request tokenize_parts_request(const std::vector<std::string>& texts, bool 
         content.push_back(texts[i]);
     }
     return post(slot_call::tokenize, "/tokenize",
-                {{"content", std::move(content)}, {"add_special", first},
+                {{"content", std::move(content)},
+                 {"add_special", first},
                  {"parse_special", parse_special}});
 }
 
@@ -202,8 +199,10 @@ slot_result<std::vector<std::vector<int>>> read_tokenize_parts_answer(call_end e
     if (!r.value) return out;
     out.value.emplace(1);
     for (const int t : *r.value) {
-        if (t == part_separator) out.value->emplace_back();
-        else out.value->back().push_back(t);
+        if (t == part_separator)
+            out.value->emplace_back();
+        else
+            out.value->back().push_back(t);
     }
     return out;
 }

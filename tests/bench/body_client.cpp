@@ -16,7 +16,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -122,9 +121,10 @@ int main(int argc, char** argv) {
         net::io_context ctx;
         tcp::socket socket(ctx);
         net::connect(socket, tcp::resolver(ctx).resolve(o.host, o.port));
-        const std::string head = "POST " + o.path + " HTTP/1.1\r\nHost: " + o.host + ":" +
-                                 o.port + "\r\nContent-Type: application/json\r\nContent-Length: " +
-                                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+        const std::string head =
+            "POST " + o.path + " HTTP/1.1\r\nHost: " + o.host + ":" + o.port +
+            "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\nConnection: close\r\n\r\n";
         const std::array<net::const_buffer, 2> request{net::buffer(head), net::buffer(body)};
         net::write(socket, request);
         boost::beast::flat_buffer buffer;

@@ -94,7 +94,8 @@ void run_chain(const char* name, std::size_t tokens, int runs) {
         const auto key = chain.key_at(chain.size());
         const auto end = std::chrono::steady_clock::now();
         blocks = chain.blocks().size() + (key.empty() ? 1 : 0);
-        if (i >= 5) micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+        if (i >= 5)
+            micros.push_back(std::chrono::duration<double, std::micro>(end - start).count());
     }
     std::sort(micros.begin(), micros.end());
     const double median = micros[micros.size() / 2];

@@ -22,6 +22,10 @@
 //
 // Single-threaded: one io_context, one thread, one coroutine per connection. All state lives on
 // that thread, except the stdin reader of `streams`, which only posts to the io_context.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <bit>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -34,11 +38,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
-
-#include <sys/resource.h>
-
-#include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -63,7 +62,7 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 // Log-linear latency histogram in nanoseconds: exact below 256 ns, then 128 buckets per power
 // of two, so a reported percentile is within 0.4% of the true value (bucket midpoints).
 class histogram {
-public:
+  public:
     void record(std::uint64_t ns) {
         const std::size_t i = index(ns);
         if (i >= counts_.size()) counts_.resize(i + 1, 0);
@@ -74,8 +73,8 @@ public:
     std::uint64_t max() const { return max_; }
     std::uint64_t percentile(double p) const {
         if (total_ == 0) return 0;
-        const auto rank = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(
-                                                         p * static_cast<double>(total_) + 0.999999));
+        const auto rank = std::max<std::uint64_t>(
+            1, static_cast<std::uint64_t>(p * static_cast<double>(total_) + 0.999999));
         std::uint64_t seen = 0;
         for (std::size_t i = 0; i < counts_.size(); ++i) {
             seen += counts_[i];
@@ -84,13 +83,14 @@ public:
         return max_;
     }
 
-private:
+  private:
     static constexpr std::uint64_t linear = 256;
     static constexpr std::uint64_t per_octave = 128;
     static std::size_t index(std::uint64_t v) {
         if (v < linear) return static_cast<std::size_t>(v);
         const auto shift = static_cast<std::uint64_t>(std::bit_width(v)) - 8;  // >= 1
-        return static_cast<std::size_t>(linear + (shift - 1) * per_octave + ((v >> shift) - per_octave));
+        return static_cast<std::size_t>(linear + (shift - 1) * per_octave +
+                                        ((v >> shift) - per_octave));
     }
     static std::uint64_t midpoint(std::size_t i) {
         if (i < linear) return i;
@@ -166,16 +166,26 @@ options parse(int argc, char** argv) {
         const std::string a = argv[i];
         if (i + 1 >= argc) usage(a + " wants a value");
         const std::string v = argv[i + 1];
-        if (a == "--url") parse_url(v, o);
-        else if (a == "--mode") o.mode = v;
-        else if (a == "--connections") o.connections = static_cast<std::size_t>(number(a, v, 1, 100000));
-        else if (a == "--duration") o.duration_s = number(a, v, 0.1, 3600);
-        else if (a == "--warmup") o.warmup_s = number(a, v, 0, 3600);
-        else if (a == "--rate") o.rate = number(a, v, 0, 1e7);
-        else if (a == "--timeout") o.timeout_s = number(a, v, 1, 3600);
-        else if (a == "--steady-events") o.steady_events = static_cast<unsigned>(number(a, v, 1, 1000));
-        else if (a == "--same-prompt") o.same_prompt = number(a, v, 0, 1) != 0;
-        else usage("unknown option " + a);
+        if (a == "--url")
+            parse_url(v, o);
+        else if (a == "--mode")
+            o.mode = v;
+        else if (a == "--connections")
+            o.connections = static_cast<std::size_t>(number(a, v, 1, 100000));
+        else if (a == "--duration")
+            o.duration_s = number(a, v, 0.1, 3600);
+        else if (a == "--warmup")
+            o.warmup_s = number(a, v, 0, 3600);
+        else if (a == "--rate")
+            o.rate = number(a, v, 0, 1e7);
+        else if (a == "--timeout")
+            o.timeout_s = number(a, v, 1, 3600);
+        else if (a == "--steady-events")
+            o.steady_events = static_cast<unsigned>(number(a, v, 1, 1000));
+        else if (a == "--same-prompt")
+            o.same_prompt = number(a, v, 0, 1) != 0;
+        else
+            usage("unknown option " + a);
     }
     if (o.command != "run" && o.command != "streams" && o.command != "free-port") {
         usage("unknown command " + o.command);
@@ -254,7 +264,7 @@ struct run_state {
     std::uint64_t next_serial = 1;
     std::map<std::string, std::uint64_t> error_kinds;
     std::map<std::string, std::uint64_t> routes;  // X-Warmslot-Route values (warmslot only)
-    std::vector<tcp::socket*> sockets;  // the watchdog closes those still waiting
+    std::vector<tcp::socket*> sockets;            // the watchdog closes those still waiting
     std::size_t active = 0;
     net::steady_timer watchdog;
 
@@ -276,9 +286,11 @@ net::awaitable<void> client(run_state& st, std::size_t index) {
     net::steady_timer timer(ex);
     std::string request = st.request;
     const bool sse = st.opt.mode == "sse";
-    const auto interval = st.opt.rate > 0 ? seconds(static_cast<double>(st.opt.connections) / st.opt.rate)
-                                          : clock_type::duration::zero();
-    auto next = st.start + interval * static_cast<long>(index) / static_cast<long>(st.opt.connections);
+    const auto interval = st.opt.rate > 0
+                              ? seconds(static_cast<double>(st.opt.connections) / st.opt.rate)
+                              : clock_type::duration::zero();
+    auto next =
+        st.start + interval * static_cast<long>(index) / static_cast<long>(st.opt.connections);
     const tcp::endpoint ep(net::ip::make_address(st.opt.host), st.opt.port);
 
     bool reused = false;  // the socket has carried a response: the server may have closed it
@@ -311,10 +323,10 @@ net::awaitable<void> client(run_state& st, std::size_t index) {
         // A kept-alive connection the server closed after its last answer (llama-server does
         // after a streamed one, and so does the stub): a client connects again and resends, as
         // HTTP clients do; not an error of the target.
-        const bool closed_idle = ec && reused && !parser.got_some() &&
-                                 (ec == http::error::end_of_stream || ec == net::error::eof ||
-                                  ec == net::error::connection_reset ||
-                                  ec == net::error::broken_pipe);
+        const bool closed_idle =
+            ec && reused && !parser.got_some() &&
+            (ec == http::error::end_of_stream || ec == net::error::eof ||
+             ec == net::error::connection_reset || ec == net::error::broken_pipe);
         if (closed_idle) {
             close(socket);
             buffer.clear();
@@ -370,26 +382,30 @@ int run(const options& opt) {
     st.start = clock_type::now();
     st.measure_start = st.start + seconds(opt.warmup_s);
     st.end = st.measure_start + seconds(opt.duration_s);
-    for (std::size_t i = 0; i < opt.connections; ++i) net::co_spawn(ctx, client(st, i), net::detached);
+    for (std::size_t i = 0; i < opt.connections; ++i)
+        net::co_spawn(ctx, client(st, i), net::detached);
     net::co_spawn(ctx, watchdog(st), net::detached);
     ctx.run();
 
-    const auto us = [&](double p) { return static_cast<double>(st.latency.percentile(p)) / 1000.0; };
+    const auto us = [&](double p) {
+        return static_cast<double>(st.latency.percentile(p)) / 1000.0;
+    };
     std::string routes;
     for (const auto& [route, count] : st.routes) {
         routes += (routes.empty() ? "" : ",") + route + ":" + std::to_string(count);
     }
-    std::printf("mode=%s connections=%zu rate=%.0f duration_s=%.2f requests=%llu "
-                "all_requests=%llu errors=%llu rps=%.0f p50_us=%.1f p90_us=%.1f p99_us=%.1f "
-                "p999_us=%.1f max_us=%.1f events_per_response=%.2f routes=%s\n",
-                opt.mode.c_str(), opt.connections, opt.rate, opt.duration_s,
-                static_cast<unsigned long long>(st.requests),
-                static_cast<unsigned long long>(st.all_requests),
-                static_cast<unsigned long long>(st.errors),
-                static_cast<double>(st.requests) / opt.duration_s, us(0.50), us(0.90), us(0.99),
-                us(0.999), static_cast<double>(st.latency.max()) / 1000.0,
-                st.requests ? static_cast<double>(st.events) / static_cast<double>(st.requests) : 0.0,
-                routes.empty() ? "-" : routes.c_str());
+    std::printf(
+        "mode=%s connections=%zu rate=%.0f duration_s=%.2f requests=%llu "
+        "all_requests=%llu errors=%llu rps=%.0f p50_us=%.1f p90_us=%.1f p99_us=%.1f "
+        "p999_us=%.1f max_us=%.1f events_per_response=%.2f routes=%s\n",
+        opt.mode.c_str(), opt.connections, opt.rate, opt.duration_s,
+        static_cast<unsigned long long>(st.requests),
+        static_cast<unsigned long long>(st.all_requests),
+        static_cast<unsigned long long>(st.errors),
+        static_cast<double>(st.requests) / opt.duration_s, us(0.50), us(0.90), us(0.99), us(0.999),
+        static_cast<double>(st.latency.max()) / 1000.0,
+        st.requests ? static_cast<double>(st.events) / static_cast<double>(st.requests) : 0.0,
+        routes.empty() ? "-" : routes.c_str());
     for (const auto& [kind, count] : st.error_kinds) {
         std::fprintf(stderr, "bench_load: %llu x %s\n", static_cast<unsigned long long>(count),
                      kind.c_str());
@@ -408,9 +424,9 @@ struct streams_state {
     std::vector<unsigned> events;  // per stream
     std::vector<bool> settled;     // per stream: got its first event, or ended
     std::size_t settled_count = 0;
-    std::size_t ended = 0;         // streams that ended before being asked to stop
-    std::size_t with_first = 0;    // streams that received at least one event
-    std::size_t steady = 0;        // streams that received at least opt.steady_events events
+    std::size_t ended = 0;       // streams that ended before being asked to stop
+    std::size_t with_first = 0;  // streams that received at least one event
+    std::size_t steady = 0;      // streams that received at least opt.steady_events events
     std::uint64_t total_events = 0;
     std::uint64_t errors = 0;
     std::map<std::string, std::uint64_t> error_kinds;
@@ -514,7 +530,8 @@ int streams(const options& opt) {
     st.events.assign(opt.connections, 0);
     st.settled.assign(opt.connections, false);
     st.start = clock_type::now();
-    for (std::size_t i = 0; i < opt.connections; ++i) net::co_spawn(ctx, stream(st, i), net::detached);
+    for (std::size_t i = 0; i < opt.connections; ++i)
+        net::co_spawn(ctx, stream(st, i), net::detached);
 
     st.deadline.expires_after(seconds(opt.timeout_s));
     st.deadline.async_wait([&](boost::system::error_code ec) {

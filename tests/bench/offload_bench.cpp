@@ -4,14 +4,13 @@
 // sizes. Prints a markdown table.
 //
 //   offload_bench [runs=2000]
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,23 +46,27 @@ std::pair<double, double> hop(int runs, bool hopping) {
     net::thread_pool pool(1);
     std::vector<double> wall;
     double cpu = 0;
-    net::co_spawn(io, [&]() -> net::awaitable<void> {
-        std::string body(100000, 'x');
-        net::steady_timer pause(io);
-        const double start = cpu_us();
-        for (int i = 0; i < runs; ++i) {
-            const auto a = clock_type::now();
-            if (hopping) {
-                auto back = co_await net::co_spawn(pool.get_executor(), on_pool(std::move(body)),
-                                                   net::use_awaitable);
-                body = std::move(back.text);
+    net::co_spawn(
+        io,
+        [&]() -> net::awaitable<void> {
+            std::string body(100000, 'x');
+            net::steady_timer pause(io);
+            const double start = cpu_us();
+            for (int i = 0; i < runs; ++i) {
+                const auto a = clock_type::now();
+                if (hopping) {
+                    auto back = co_await net::co_spawn(
+                        pool.get_executor(), on_pool(std::move(body)), net::use_awaitable);
+                    body = std::move(back.text);
+                }
+                wall.push_back(
+                    std::chrono::duration<double, std::micro>(clock_type::now() - a).count());
+                pause.expires_after(std::chrono::microseconds(200));
+                co_await pause.async_wait(net::use_awaitable);
             }
-            wall.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - a).count());
-            pause.expires_after(std::chrono::microseconds(200));
-            co_await pause.async_wait(net::use_awaitable);
-        }
-        cpu = (cpu_us() - start) / runs;
-    }, net::detached);
+            cpu = (cpu_us() - start) / runs;
+        },
+        net::detached);
     io.run();
     std::sort(wall.begin(), wall.end());
     return {wall[wall.size() / 2], cpu};

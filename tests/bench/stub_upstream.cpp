@@ -22,6 +22,8 @@
 // Threads: one io_context run by --threads threads (default 1). Each connection is one
 // coroutine, so its socket is only touched by one handler at a time; nothing else is shared
 // except the constant response texts.
+#include <sys/resource.h>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -34,9 +36,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
-
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -83,9 +82,10 @@ constexpr std::string_view sse_head =
     "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n";
 
 std::string json_response(std::string_view status, std::string_view body) {
-    return "HTTP/1.1 " + std::string(status) + "\r\nServer: bench_stub\r\nContent-Type: "
-           "application/json; charset=utf-8\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\n\r\n" + std::string(body);
+    return "HTTP/1.1 " + std::string(status) +
+           "\r\nServer: bench_stub\r\nContent-Type: "
+           "application/json; charset=utf-8\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + std::string(body);
 }
 
 // Every answer except the held streams is a constant text, built once.
@@ -113,11 +113,13 @@ struct responses {
         sse += chunk("data: [DONE]\n\n");
         sse += "0\r\n\r\n";
         health = json_response("200 OK", R"({"status":"ok"})");
-        props = json_response("200 OK",
+        props = json_response(
+            "200 OK",
             R"({"default_generation_settings":{"n_ctx":4096},"total_slots":)" +
-            std::to_string(slot_count) +
-            R"(,"model_path":"/models/bench.gguf","build_info":"b0-bench_stub","model_alias":"bench"})");
-        models = json_response("200 OK",
+                std::to_string(slot_count) +
+                R"(,"model_path":"/models/bench.gguf","build_info":"b0-bench_stub","model_alias":"bench"})");
+        models = json_response(
+            "200 OK",
             R"({"object":"list","data":[{"id":"bench","object":"model","owned_by":"llamacpp"}]})");
         std::string list = "[";
         for (long i = 0; i < slot_count; ++i) {
@@ -126,7 +128,8 @@ struct responses {
                     R"(,"id_task":-1,"n_ctx":4096,"is_processing":false,"n_prompt_tokens":12})";
         }
         slots = json_response("200 OK", list + "]");
-        not_found = json_response("404 Not Found",
+        not_found = json_response(
+            "404 Not Found",
             R"({"error":{"code":404,"message":"File Not Found","type":"not_found_error"}})");
     }
 };
@@ -137,9 +140,9 @@ std::string slot_action(std::string_view target) {
     id = id.substr(0, id.find('?'));
     if (id.empty() || id.find_first_not_of("0123456789") != std::string_view::npos) id = "0";
     return json_response("200 OK", R"({"id_slot":)" + std::string(id) +
-                                   R"(,"filename":"bench.bin","n_saved":12,"n_restored":12,)"
-                                   R"("n_erased":12,"n_written":4096,"n_read":4096,)"
-                                   R"("timings":{"save_ms":0.1,"restore_ms":0.1}})");
+                                       R"(,"filename":"bench.bin","n_saved":12,"n_restored":12,)"
+                                       R"("n_erased":12,"n_written":4096,"n_read":4096,)"
+                                       R"("timings":{"save_ms":0.1,"restore_ms":0.1}})");
 }
 
 bool mentions(std::string_view body, std::string_view key) {
@@ -179,10 +182,14 @@ net::awaitable<void> session(tcp::socket socket, const responses& r, long hold_i
         const std::string* answer = &r.not_found;
         std::string action;  // the one answer that depends on the request
         if (req.method() == http::verb::get) {
-            if (target == "/health") answer = &r.health;
-            else if (target == "/props") answer = &r.props;
-            else if (target == "/v1/models" || target == "/models") answer = &r.models;
-            else if (target == "/slots") answer = &r.slots;
+            if (target == "/health")
+                answer = &r.health;
+            else if (target == "/props")
+                answer = &r.props;
+            else if (target == "/v1/models" || target == "/models")
+                answer = &r.models;
+            else if (target == "/slots")
+                answer = &r.slots;
         } else if (req.method() == http::verb::post && target.starts_with("/slots/")) {
             action = slot_action(target);
             answer = &action;
@@ -222,8 +229,8 @@ long number(const char* flag, const char* text, long lo, long hi) {
     char* end = nullptr;
     const long v = std::strtol(text, &end, 10);
     if (end == text || *end != '\0' || v < lo || v > hi) {
-        std::fprintf(stderr, "bench_stub: %s wants a number in %ld..%ld, got '%s'\n", flag, lo,
-                     hi, text);
+        std::fprintf(stderr, "bench_stub: %s wants a number in %ld..%ld, got '%s'\n", flag, lo, hi,
+                     text);
         std::exit(2);
     }
     return v;
@@ -234,15 +241,20 @@ options parse(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (i + 1 >= argc) {
-            std::fprintf(stderr, "usage: bench_stub [--port N] [--threads N] [--hold-interval-ms N] "
-                                 "[--slots N]\n");
+            std::fprintf(stderr,
+                         "usage: bench_stub [--port N] [--threads N] [--hold-interval-ms N] "
+                         "[--slots N]\n");
             std::exit(2);
         }
         const char* v = argv[++i];
-        if (a == "--port") o.port = static_cast<unsigned short>(number(argv[i - 1], v, 0, 65535));
-        else if (a == "--threads") o.threads = static_cast<unsigned>(number(argv[i - 1], v, 1, 64));
-        else if (a == "--hold-interval-ms") o.hold_interval_ms = number(argv[i - 1], v, 1, 3600000);
-        else if (a == "--slots") o.slots = number(argv[i - 1], v, 1, 1024);
+        if (a == "--port")
+            o.port = static_cast<unsigned short>(number(argv[i - 1], v, 0, 65535));
+        else if (a == "--threads")
+            o.threads = static_cast<unsigned>(number(argv[i - 1], v, 1, 64));
+        else if (a == "--hold-interval-ms")
+            o.hold_interval_ms = number(argv[i - 1], v, 1, 3600000);
+        else if (a == "--slots")
+            o.slots = number(argv[i - 1], v, 1, 1024);
         else {
             std::fprintf(stderr, "bench_stub: unknown option %s\n", argv[i - 1]);
             std::exit(2);
@@ -278,10 +290,11 @@ int main(int argc, char** argv) {
         signals.async_wait([&ctx](const boost::system::error_code&, int) { ctx.stop(); });
         net::co_spawn(ctx, accept_loop(acceptor, r, opt.hold_interval_ms), net::detached);
 
-        std::printf("bench_stub listening on http://127.0.0.1:%u (json body %zu bytes, sse body "
-                    "%zu bytes)\n",
-                    static_cast<unsigned>(acceptor.local_endpoint().port()), json_body.size(),
-                    r.sse.size() - sse_head.size());
+        std::printf(
+            "bench_stub listening on http://127.0.0.1:%u (json body %zu bytes, sse body "
+            "%zu bytes)\n",
+            static_cast<unsigned>(acceptor.local_endpoint().port()), json_body.size(),
+            r.sse.size() - sse_head.size());
         std::fflush(stdout);
         std::vector<std::thread> threads;
         for (unsigned i = 1; i < opt.threads; ++i) threads.emplace_back([&ctx] { ctx.run(); });

@@ -4,7 +4,6 @@
 // HTTP/1.0. The server, pipeline and a stub backend run in this process on loopback port 0;
 // every wait is bounded.
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,11 +11,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <chrono>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -58,10 +56,13 @@ config::config make_config(std::uint16_t backend_port) {
 
 struct proxy {
     explicit proxy(config::config c)
-        : cfg(std::move(c)), workers(2), registry({"stub"}, routing::planner_settings{}),
+        : cfg(std::move(c)),
+          workers(2),
+          registry({"stub"}, routing::planner_settings{}),
           pipeline(cfg, workers, registry),
-          server(cfg, workers, [this](http_server::exchange& ex) { return pipeline.handle(ex); },
-                 [this](const http::request_header<>& h) { return pipeline.admits(h); }) {
+          server(
+              cfg, workers, [this](http_server::exchange& ex) { return pipeline.handle(ex); },
+              [this](const http::request_header<>& h) { return pipeline.admits(h); }) {
         server.listen();
         workers.start();
     }
@@ -79,7 +80,7 @@ struct proxy {
 // --- a raw client: a non-blocking socket, every operation with a deadline ------------------
 
 class raw {
-public:
+  public:
     explicit raw(std::uint16_t port) {
         fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
         REQUIRE(fd_ >= 0);
@@ -136,7 +137,8 @@ public:
     bool read_to_end(std::chrono::milliseconds deadline = 5000ms) {
         const auto end = clock_type::now() + deadline;
         while (!ended && clock_type::now() < end) {
-            read_some(std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now()));
+            read_some(
+                std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now()));
         }
         return ended;
     }
@@ -145,7 +147,8 @@ public:
         const auto end = clock_type::now() + deadline;
         while (received.find(text) == std::string::npos) {
             if (ended || clock_type::now() >= end) return false;
-            read_some(std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now()));
+            read_some(
+                std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now()));
         }
         return true;
     }
@@ -159,9 +162,10 @@ public:
     bool ended = false;
     bool reset = false;
 
-private:
+  private:
     bool wait(short events, clock_type::time_point end) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now());
         pollfd p{fd_, events, 0};
         return ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, left.count()))) > 0;
     }
@@ -197,9 +201,10 @@ void check_error(const std::string& response, unsigned status) {
     CHECK(doc["error"]["type"].is_string());
 }
 
-const std::string chunked_post = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                 "Content-Type: application/json\r\n"
-                                 "Transfer-Encoding: chunked\r\n\r\n";
+const std::string chunked_post =
+    "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    "Content-Type: application/json\r\n"
+    "Transfer-Encoding: chunked\r\n\r\n";
 
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
     const auto end = clock_type::now() + timeout;
@@ -274,8 +279,9 @@ TEST_CASE("a body without a valid key is never read: 401 before 100 Continue or 
     auto cfg = make_config(stub.port());
     cfg.api_keys = {"sk-right-key"};
     proxy p(std::move(cfg));
-    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                             "Content-Type: application/json\r\nContent-Length: 50000000\r\n";
+    const std::string head =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nContent-Length: 50000000\r\n";
 
     SUBCASE("Expect: 100-continue without a key: 401 at once, no 100") {
         raw c(p.server.port());
@@ -289,10 +295,12 @@ TEST_CASE("a body without a valid key is never read: 401 before 100 Continue or 
     SUBCASE("Expect: 100-continue with the key: 100, then the answer") {
         raw c(p.server.port());
         const std::string body = R"({"messages":[]})";
-        REQUIRE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                       "Authorization: Bearer sk-right-key\r\nExpect: 100-continue\r\n"
-                       "Content-Type: application/json\r\nConnection: close\r\n"
-                       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
+        REQUIRE(
+            c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   "Authorization: Bearer sk-right-key\r\nExpect: 100-continue\r\n"
+                   "Content-Type: application/json\r\nConnection: close\r\n"
+                   "Content-Length: " +
+                   std::to_string(body.size()) + "\r\n\r\n"));
         REQUIRE(c.read_until("HTTP/1.1 100 Continue\r\n\r\n"));
         REQUIRE(c.send(body));
         REQUIRE(c.read_to_end());
@@ -317,9 +325,10 @@ TEST_CASE("a client that goes on sending after an error answer still reads the a
     raw c(p.server.port());
     // Like a client that writes its whole request before it reads: 4 MiB, not one byte read.
     const std::string body(4u << 20, 'x');
-    const bool all_sent = c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                 "Content-Type: application/json\r\nContent-Length: " +
-                                 std::to_string(body.size()) + "\r\n\r\n" + body);
+    const bool all_sent = c.send(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
     CHECK(all_sent);  // the server read and discarded the rest instead of resetting
     REQUIRE(c.read_to_end());
     CHECK(!c.reset);
@@ -358,8 +367,8 @@ TEST_CASE("a client sending its headers byte by byte is cut at header_read") {
     cfg.timeouts.header_read = 500ms;
     proxy p(std::move(cfg));
     raw c(p.server.port());
-    const std::string slow = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " +
-                             std::string(400, 's');
+    const std::string slow =
+        "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + std::string(400, 's');
     const auto start = clock_type::now();
     std::size_t i = 0;
     while (i < slow.size() && c.send(slow.substr(i, 1))) {
@@ -382,10 +391,13 @@ TEST_CASE("a client that never reads a long stream is cut at limits.stalled_read
     proxy p(std::move(cfg));
     raw c(p.server.port());
     constexpr int events = 1'000'000;  // about 100 MB: far more than socket buffers hold
-    REQUIRE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                   "Content-Type: application/json\r\nX-Stub-Behaviour: sse\r\n"
-                   "X-Stub-Events: " + std::to_string(events) + "\r\nContent-Length: 15\r\n\r\n"
-                   R"({"messages":[]})"));
+    REQUIRE(
+        c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               "Content-Type: application/json\r\nX-Stub-Behaviour: sse\r\n"
+               "X-Stub-Events: " +
+               std::to_string(events) +
+               "\r\nContent-Length: 15\r\n\r\n"
+               R"({"messages":[]})"));
     // The request ends although the client reads nothing, and the backend is let go.
     CHECK(stub.wait_until([](const testing::stub_state& s) { return s.streams_cut == 1; }, 20s));
     CHECK(eventually([&] { return p.server.active_requests() == 0; }, 5000ms));
@@ -407,18 +419,20 @@ TEST_CASE("a drain closes idle kept-alive connections and answers late requests 
     const auto port = p.server.port();
 
     raw stream(port);  // a stream running when the drain starts
-    REQUIRE(stream.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                        "Content-Type: application/json\r\nX-Stub-Behaviour: gated_sse\r\n"
-                        "Content-Length: 15\r\n\r\n{\"messages\":[]}"));
+    REQUIRE(
+        stream.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    "Content-Type: application/json\r\nX-Stub-Behaviour: gated_sse\r\n"
+                    "Content-Length: 15\r\n\r\n{\"messages\":[]}"));
     REQUIRE(stream.read_until("tok1"));
     raw idle(port);  // kept alive after one answer, waiting for its next request
     REQUIRE(idle.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     REQUIRE(idle.read_until("}"));
     const std::string body = R"({"messages":[]})";
     raw late(port);  // its header is read; its body comes during the drain
-    REQUIRE(late.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      "Expect: 100-continue\r\n"
-                      "Content-Type: application/json\r\nContent-Length: 15\r\n\r\n"));
+    REQUIRE(
+        late.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  "Expect: 100-continue\r\n"
+                  "Content-Type: application/json\r\nContent-Length: 15\r\n\r\n"));
     REQUIRE(late.read_until("100 Continue\r\n\r\n"));
     late.received.clear();
 
@@ -450,8 +464,9 @@ TEST_CASE("HTTP/1.0 clients get no chunked encoding") {
     }
     SUBCASE("a stream ends where the connection closes") {
         raw c(p.server.port());
-        REQUIRE(c.send("POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
-                       "X-Stub-Behaviour: sse\r\nContent-Length: 15\r\n\r\n{\"messages\":[]}"));
+        REQUIRE(
+            c.send("POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                   "X-Stub-Behaviour: sse\r\nContent-Length: 15\r\n\r\n{\"messages\":[]}"));
         REQUIRE(c.read_to_end());
         CAPTURE(c.received);
         CHECK(status_of(c.received) == 200);

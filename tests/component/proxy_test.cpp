@@ -4,21 +4,19 @@
 #include <doctest/doctest.h>
 
 #include <boost/asio/write.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "eventually.hpp"
 #include "http/server.hpp"
 #include "routing/registry.hpp"
 #include "service/pipeline.hpp"
-#include "eventually.hpp"
 #include "stub_upstream.hpp"
 
 namespace warmslot {
@@ -37,7 +35,8 @@ constexpr auto op_deadline = 5s;  // any single client operation
 
 std::size_t open_fds() {
     std::size_t n = 0;
-    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    for ([[maybe_unused]] const auto& entry :
+         std::filesystem::directory_iterator("/proc/self/fd")) {
         ++n;
     }
     return n;
@@ -121,7 +120,7 @@ struct proxy_under_test {
 // --- a plain Beast client, one deadline per operation --------------------------------------
 
 class client {
-public:
+  public:
     explicit client(std::uint16_t port) {
         error_code result;
         stream_.expires_after(op_deadline);
@@ -157,7 +156,7 @@ public:
     }
     void close() { stream_.close(); }
 
-private:
+  private:
     template <typename Start>
     error_code run(Start start) {
         error_code result;
@@ -299,7 +298,8 @@ TEST_CASE("sequential requests on one client connection share one upstream conne
 // llama-server closes its side after an answer it sent in chunks (though the answer allows
 // keep-alive), so such a connection is not pooled: the next request opens a new one instead of
 // meeting a dead one and taking that for a restart. Answers with a length keep theirs.
-TEST_CASE("after a chunked stream the upstream connection is not pooled; after a sized answer it is") {
+TEST_CASE(
+    "after a chunked stream the upstream connection is not pooled; after a sized answer it is") {
     leak_check leaks;
     stub_upstream stub;
     proxy_under_test proxy(make_config({backend_at("stub", stub.port())}));
@@ -362,10 +362,10 @@ TEST_CASE("refused requests get OpenAI-shaped errors and never reach the backend
 
     check_openai_error(roundtrip(port, make_request(http::verb::get, "/no/such/path")), 404);
     check_openai_error(roundtrip(port, make_request(http::verb::post, "/slots/0?action=save",
-                                                    R"({"filename":"x.bin"})")), 404);
+                                                    R"({"filename":"x.bin"})")),
+                       404);
     check_openai_error(roundtrip(port, make_request(http::verb::post, "/slots")), 404);
-    check_openai_error(roundtrip(port, make_request(http::verb::get, "/v1/chat/completions")),
-                       405);
+    check_openai_error(roundtrip(port, make_request(http::verb::get, "/v1/chat/completions")), 405);
     check_openai_error(roundtrip(port, chat("", R"({"messages":[)")), 400);
     check_openai_error(roundtrip(port, chat("", R"([1,2,3])")), 400);
 
@@ -390,8 +390,9 @@ TEST_CASE("a chunked body over the limit gets 413, headers over the limit 431") 
     check_openai_error(roundtrip(proxy.port(), big), 413);
 
     client c(proxy.port());
-    const std::string huge = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " +
-                             std::string(8000, 'p') + "\r\n\r\n";
+    const std::string huge =
+        "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + std::string(8000, 'p') +
+        "\r\n\r\n";
     (void)c.send_raw(huge);  // the proxy may stop reading before all of it
     stream_parser p;
     REQUIRE(!c.read_header(p));
@@ -497,8 +498,9 @@ TEST_CASE("a client slow with its headers or body, or idle between requests, is 
         CHECK((ec == http::error::end_of_stream || ec == net::error::connection_reset));
     }
     SUBCASE("body not complete within body_read: 408") {
-        REQUIRE(!c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"));
+        REQUIRE(
+            !c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"));
         REQUIRE(!c.read_header(p));
         REQUIRE(!c.read_until(p, [](const std::string&) { return false; }));
         check_openai_error(p.release(), 408);

@@ -1,18 +1,17 @@
 // The HTTP server's bookkeeping when a handler fails: a request whose handler throws is no longer
 // counted in flight once the exception has left it (a drain would otherwise wait for it to the
 // end of its grace period, every time). The real server on loopback port 0, a plain socket.
+#include "http/server.hpp"
+
 #include <doctest/doctest.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-
 #include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
-
-#include "http/server.hpp"
 
 namespace warmslot {
 namespace {

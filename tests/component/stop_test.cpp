@@ -27,9 +27,8 @@ struct config_file {
     fs::path path;
     config_file() {
         dir = fs::temp_directory_path() /
-              ("warmslot-stop-" + std::to_string(std::chrono::steady_clock::now()
-                                                      .time_since_epoch()
-                                                      .count()));
+              ("warmslot-stop-" +
+               std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
         fs::create_directories(dir);
         path = dir / "warmslot.yaml";
         std::ofstream(path) << "listen: 127.0.0.1:0\n"
@@ -57,9 +56,8 @@ std::future<int> start(const config_file& file, std::atomic<int>& ready,
         if (ready_signal) ready_signal->set_value();
     };
     const std::string path = file.path.string();
-    return std::async(std::launch::async, [path, options] {
-        return app::run(path, config::load_file(path), options);
-    });
+    return std::async(std::launch::async,
+                      [path, options] { return app::run(path, config::load_file(path), options); });
 }
 
 // The run ends within the deadline with exit code 0; otherwise it is stopped and the check fails.

@@ -1,8 +1,7 @@
 #include "stub_upstream.hpp"
 
-#include <boost/asio/write.hpp>
-
 #include <array>
+#include <boost/asio/write.hpp>
 #include <cctype>
 #include <string>
 #include <tuple>
@@ -178,8 +177,8 @@ awaitable<bool> stub_upstream::stream(tcp::socket& socket, std::string behaviour
             co_await gate_.async_wait(nothrow);
         }
         const std::string event = sse_event(i, events);
-        std::tie(ec, n) = co_await net::async_write(socket, http::make_chunk(net::buffer(event)),
-                                                    nothrow);
+        std::tie(ec, n) =
+            co_await net::async_write(socket, http::make_chunk(net::buffer(event)), nothrow);
         if (!ec) update([](stub_state& s) { ++s.events_sent; });
         if (i == 1 && behaviour == "hold") {
             if (!ec) co_await wait_for_peer_close(socket);
@@ -197,7 +196,8 @@ awaitable<bool> stub_upstream::stream(tcp::socket& socket, std::string behaviour
         co_return false;
     }
     const std::string done = "data: [DONE]\n\n";
-    std::tie(ec, n) = co_await net::async_write(socket, http::make_chunk(net::buffer(done)), nothrow);
+    std::tie(ec, n) =
+        co_await net::async_write(socket, http::make_chunk(net::buffer(done)), nothrow);
     if (!ec) std::tie(ec, n) = co_await net::async_write(socket, http::make_chunk_last(), nothrow);
     co_return !ec;
 }

@@ -53,7 +53,7 @@ struct stub_state {
 };
 
 class stub_upstream {
-public:
+  public:
     stub_upstream();
     ~stub_upstream();
     stub_upstream(const stub_upstream&) = delete;
@@ -76,7 +76,7 @@ public:
     static std::string sse_event(int i, int n);  // event i of n (1-based), "data: ...\n\n"
     static std::string sse_stream(int n);        // all n events, then "data: [DONE]\n\n"
 
-private:
+  private:
     awaitable<void> accept_loop();
     awaitable<void> session(tcp::socket socket);
     awaitable<bool> respond(tcp::socket& socket, const http::request<http::string_body>& req);

@@ -4,9 +4,9 @@
 #include <random>
 
 #include "http/server.hpp"
+#include "monitor/monitor.hpp"
 #include "net/beast.hpp"
 #include "routing/registry.hpp"
-#include "monitor/monitor.hpp"
 #include "service/pipeline.hpp"
 #include "tier/disk_tier.hpp"
 

@@ -2,19 +2,18 @@
 // pending when its deadline passes ends with beast::error::timeout; a
 // deadline that passes while nothing is pending does nothing; moving the deadline while an
 // operation is pending counts from then.
+#include "net/timed_stream.hpp"
+
 #include <doctest/doctest.h>
 
+#include <array>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-
-#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "net/timed_stream.hpp"
 
 namespace warmslot {
 namespace {
@@ -102,7 +101,8 @@ TEST_CASE("timed_stream: a read pending past its deadline ends with timeout") {
     p.near.expires_after(5s);
     const std::string answer = "late";
     std::optional<error_code> written;
-    net::async_write(p.near, net::buffer(answer), [&](error_code ec, std::size_t) { written = ec; });
+    net::async_write(p.near, net::buffer(answer),
+                     [&](error_code ec, std::size_t) { written = ec; });
     p.run_until([&] { return written.has_value(); });
     CHECK_FALSE(*written);
     std::string got(answer.size(), '\0');

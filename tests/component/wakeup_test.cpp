@@ -72,7 +72,7 @@ TEST_CASE("a waiter for a busy slot wakes when it is released, not at its deadli
         std::this_thread::sleep_for(50ms);  // the other request runs a while
         s.reg.release(*s.holder);
     });
-    CHECK(took);  // only possible after the release: the slot was held until then
+    CHECK(took);          // only possible after the release: the slot was held until then
     CHECK(waited < 30s);  // far from the deadline, even on a loaded machine
 }
 

@@ -8,7 +8,8 @@
 //
 //   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DWARMSLOT_FUZZ=ON
 //   cmake --build build-fuzz --target http_fuzz
-//   mkdir -p corpus && build-fuzz/tests/http_fuzz -max_len=4096 -timeout=20 corpus tests/fuzz/seeds/http
+//   mkdir -p corpus && build-fuzz/tests/http_fuzz -max_len=4096 -timeout=20 corpus
+//   tests/fuzz/seeds/http
 //
 // (New inputs go to the first directory; the seeds stay as they are.) Each input costs a
 // loopback connection: expect hundreds of runs per second, not hundreds of thousands.
@@ -17,6 +18,7 @@
 // kilobytes reach them.
 #include <netinet/in.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,8 +27,6 @@
 #include <cstdlib>
 #include <memory>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "http/server.hpp"
 

@@ -4,9 +4,9 @@
 //
 //   build-asan/tests/json_parse_fuzz -dict=tests/fuzz/json_parse.dict -max_total_time=300
 //       build-asan/fuzz/corpus/json_parse tests/fuzz/seeds/json_parse
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -27,8 +27,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::size_t i = 0; i < text.size(); ++i) {
         const char c = text[i];
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {

@@ -38,12 +38,9 @@ std::size_t next_length(std::uint32_t& state) {
     state ^= state >> 17;
     state ^= state << 5;
     switch (state % 8) {
-        case 0:
-            return 0;
-        case 1:
-            return (state >> 3) % 4096;
-        default:
-            return (state >> 3) % 8;
+        case 0: return 0;
+        case 1: return (state >> 3) % 4096;
+        default: return (state >> 3) % 8;
     }
 }
 

@@ -80,7 +80,8 @@ int run(int argc, char** argv) {
             for (int64_t k = 0; k < ggml_nelements(t); ++k) f[k] = normal(rng);
             // The model keeps dimension 0 of its residual constant (gen-model.cpp steers its
             // output to ASCII with it): the adapter must not write to it either.
-            if (t == b && name.size() >= 16 && name.compare(name.size() - 16, 16, ".ffn_down.weight") == 0) {
+            if (t == b && name.size() >= 16 &&
+                name.compare(name.size() - 16, 16, ".ffn_down.weight") == 0) {
                 for (int64_t k = 0; k < rank; ++k) f[k] = 0.0f;
             }
             gguf_add_tensor(dst, t);

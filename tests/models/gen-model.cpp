@@ -25,7 +25,7 @@ namespace {
 
 struct shape {
     uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff;
-    uint32_t ssm_state, ssm_groups, ssm_v_heads; // hybrid (qwen35) only
+    uint32_t ssm_state, ssm_groups, ssm_v_heads;  // hybrid (qwen35) only
 };
 
 constexpr uint32_t context_length = 131072;
@@ -149,8 +149,8 @@ bool has(const std::string& s, const char* part) { return s.find(part) != std::s
 struct tuning {
     double qk_gain = 6, vo_gain = 3;
     double embd_std = 1, embd_const = 1, non_ascii = 100;  // dimension 0, see steer_to_ascii
-    double post_norm = 1;                                   // gemma2's norms after each block
-    bool tied_output = false;                               // gemma2 reads token_embd as output
+    double post_norm = 1;                                  // gemma2's norms after each block
+    bool tied_output = false;                              // gemma2 reads token_embd as output
     bool qk_norm = false;  // qwen35 normalises queries and keys: the gain goes on the norms
 };
 
@@ -176,7 +176,8 @@ struct init {
 
 init tensor_init(const tuning& k, const std::string& name, size_t fan_in) {
     const double g = 1.0 / std::sqrt(static_cast<double>(fan_in));
-    if (ends_with(name, ".scale") || ends_with(name, ".input_scale") || name == "rope_freqs.weight") return {1, 0};
+    if (ends_with(name, ".scale") || ends_with(name, ".input_scale") || name == "rope_freqs.weight")
+        return {1, 0};
     if (has(name, "attn_q_norm") || has(name, "attn_k_norm")) return {k.qk_gain, 0};
     if (has(name, "post_attention_norm") || has(name, "post_ffw_norm")) return {k.post_norm, 0};
     if (has(name, "norm.weight")) return {1, 0};
@@ -185,7 +186,8 @@ init tensor_init(const tuning& k, const std::string& name, size_t fan_in) {
     if (ends_with(name, ".bias")) return {0, 0};
     if (name == "token_embd.weight") return {0, k.embd_std};
     if (has(name, "attn_q.") || has(name, "attn_k.")) return {0, (k.qk_norm ? 1 : k.qk_gain) * g};
-    if (has(name, "attn_v.") || has(name, "attn_output.") || has(name, "attn_qkv.")) return {0, k.vo_gain * g};
+    if (has(name, "attn_v.") || has(name, "attn_output.") || has(name, "attn_qkv."))
+        return {0, k.vo_gain * g};
     return {0, g};
 }
 
@@ -206,8 +208,10 @@ void steer_to_ascii(const tuning& k, const std::string& name, size_t n_in, std::
             v[r * n_in] = static_cast<float>(negative ? -k.non_ascii : k.embd_const);
         }
     } else if (name == "output.weight") {
-        for (size_t r = 0; r < rows; ++r) v[r * n_in] = ascii(r) ? 0.0f : static_cast<float>(-k.non_ascii);
-    } else if (has(name, "attn_output.weight") || has(name, "ffn_down.weight") || has(name, "ssm_out.weight")) {
+        for (size_t r = 0; r < rows; ++r)
+            v[r * n_in] = ascii(r) ? 0.0f : static_cast<float>(-k.non_ascii);
+    } else if (has(name, "attn_output.weight") || has(name, "ffn_down.weight") ||
+               has(name, "ssm_out.weight")) {
         for (size_t i = 0; i < n_in; ++i) v[i] = 0.0f;
     }
 }
@@ -221,7 +225,8 @@ void set_random(ggml_tensor* t, void* userdata) {
     const auto& a = *static_cast<const gen_args*>(userdata);
     // Seed per tensor from its name so the result does not depend on creation order.
     uint64_t h = 1469598103934665603ull ^ a.seed;
-    for (const char* p = t->name; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+    for (const char* p = t->name; *p; ++p)
+        h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
     std::mt19937_64 gen(h);
     const auto n = static_cast<size_t>(ggml_nelements(t));
     const auto fan_in = static_cast<size_t>(t->ne[0]);
@@ -265,17 +270,25 @@ int run(int argc, char** argv) {
     uint64_t seed = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
-        if (a == "--arch") arch = v;
-        else if (a == "--preset") preset = v;
-        else if (a == "--seed") seed = std::stoull(v);
-        else if (a == "--out") out = v;
-        else throw std::runtime_error("unknown option " + a);
+        if (a == "--arch")
+            arch = v;
+        else if (a == "--preset")
+            preset = v;
+        else if (a == "--seed")
+            seed = std::stoull(v);
+        else if (a == "--out")
+            out = v;
+        else
+            throw std::runtime_error("unknown option " + a);
     }
-    if (out.empty()) throw std::runtime_error("usage: gen-model --arch A --preset P --seed N --out FILE");
+    if (out.empty())
+        throw std::runtime_error("usage: gen-model --arch A --preset P --seed N --out FILE");
 
-    llama_log_set([](ggml_log_level level, const char* text, void*) {
-        if (level >= GGML_LOG_LEVEL_WARN) std::fputs(text, stderr);
-    }, nullptr);
+    llama_log_set(
+        [](ggml_log_level level, const char* text, void*) {
+            if (level >= GGML_LOG_LEVEL_WARN) std::fputs(text, stderr);
+        },
+        nullptr);
     llama_backend_init();
     gguf_context* meta = gguf_init_empty();
     add_hparams(meta, arch, preset_shape(preset));
@@ -291,7 +304,8 @@ int run(int argc, char** argv) {
     const std::string tmp2 = out + ".tmp2";
     add_chat_template(tmp, tmp2);
     std::remove(tmp.c_str());
-    if (std::rename(tmp2.c_str(), out.c_str()) != 0) throw std::runtime_error("cannot rename to " + out);
+    if (std::rename(tmp2.c_str(), out.c_str()) != 0)
+        throw std::runtime_error("cannot rename to " + out);
     llama_backend_free();
     return 0;
 }

@@ -31,8 +31,7 @@ struct fixture {
     std::string path = dir.file("warmslot.yaml");
     std::atomic<int> calls{0};
 
-    std::unique_ptr<file_watch> watch(bool polling,
-                                      std::chrono::milliseconds debounce = 30ms) {
+    std::unique_ptr<file_watch> watch(bool polling, std::chrono::milliseconds debounce = 30ms) {
         file_watch_options options;
         options.force_polling = polling;
         options.poll_interval = 20ms;

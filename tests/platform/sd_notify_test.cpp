@@ -6,17 +6,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <thread>
 
 #include "app/process.hpp"
 #include "helpers.hpp"
-
-#include <csignal>
-#include <fstream>
-#include <thread>
 
 namespace notify = warmslot::app::sd_notify;
 using warmslot::test::temp_dir;

@@ -48,7 +48,8 @@ TEST_CASE("supervised argv: the user's command first, then what warmslot needs")
          {"llama-server", "--host", "127.0.0.1", "--port", "41234", "--metrics", "-np", "4"}},
         {"-npx is not -np",
          make({"llama-server", "-npx"}, ""),
-         {"llama-server", "-npx", "--host", "127.0.0.1", "--port", "41234", "--metrics", "-np", "4"}},
+         {"llama-server", "-npx", "--host", "127.0.0.1", "--port", "41234", "--metrics", "-np",
+          "4"}},
         {"a UNIX socket: its path as the host, no port",
          make({"llama-server"}, "", "/tmp/warmslot-a1b2c3/0.sock"),
          {"llama-server", "--host", "/tmp/warmslot-a1b2c3/0.sock", "--metrics", "-np", "4"}},
@@ -59,15 +60,16 @@ TEST_CASE("supervised argv: the user's command first, then what warmslot needs")
     }
 }
 
-TEST_CASE("supervised_argv: tenant isolation turns the RAM prompt cache off unless the command set it") {
+TEST_CASE(
+    "supervised_argv: tenant isolation turns the RAM prompt cache off unless the command set it") {
     auto b = make({"llama-server", "-np", "2"}, "");
     CHECK(warmslot::app::supervised_argv(b, true) ==
           std::vector<std::string>{"llama-server", "-np", "2", "--host", "127.0.0.1", "--port",
                                    "41234", "--metrics", "--cache-ram", "0"});
     b = make({"llama-server", "-np", "2", "-cram", "0"}, "");
     CHECK(warmslot::app::supervised_argv(b, true) ==
-          std::vector<std::string>{"llama-server", "-np", "2", "-cram", "0", "--host",
-                                   "127.0.0.1", "--port", "41234", "--metrics"});
+          std::vector<std::string>{"llama-server", "-np", "2", "-cram", "0", "--host", "127.0.0.1",
+                                   "--port", "41234", "--metrics"});
     CHECK(warmslot::app::supervised_argv(make({"llama-server", "-np", "2"}, ""), false).back() ==
           "--metrics");
 }
@@ -124,7 +126,8 @@ TEST_CASE("supervised env: Windows names ignore case") {
     CHECK_FALSE(passes_to_backend("USERDOMAIN", true));
     auto b = make({"llama-server.exe"});
     b.env = {{"path", "C:\\llama"}};
-    CHECK(warmslot::app::supervised_env(b, {"Path=C:\\Windows", "SystemRoot=C:\\Windows"}, true, "") ==
+    CHECK(warmslot::app::supervised_env(b, {"Path=C:\\Windows", "SystemRoot=C:\\Windows"}, true,
+                                        "") ==
           std::vector<std::string>{"SystemRoot=C:\\Windows", "path=C:\\llama"});
 }
 

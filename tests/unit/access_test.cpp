@@ -107,12 +107,12 @@ TEST_CASE("access: the Host allow-list") {
         {"localhost:8080", "127.0.0.1", true},
         {"LOCALHOST", "127.0.0.1", true},
         {"localhost.:8080", "127.0.0.1", true},
-        {"127.0.0.1:8080", "localhost", true},      // "localhost" listens on 127.0.0.1
+        {"127.0.0.1:8080", "localhost", true},  // "localhost" listens on 127.0.0.1
         {"[::1]:8080", "::1", true},
         {"127.0.0.2:8080", "127.0.0.2", true},
-        {"127.0.0.2:8080", "127.0.0.1", false},     // not the listener's address
+        {"127.0.0.2:8080", "127.0.0.1", false},  // not the listener's address
         {"[::1]:8080", "127.0.0.1", false},
-        {"", "127.0.0.1", false},                   // an empty Host
+        {"", "127.0.0.1", false},  // an empty Host
         {" ", "127.0.0.1", false},
         {":8080", "127.0.0.1", false},
         {"evil.example:8080", "127.0.0.1", false},  // DNS rebinding
@@ -120,10 +120,10 @@ TEST_CASE("access: the Host allow-list") {
         {"w", "127.0.0.1", false},
         {"evil.example:8080", "localhost", false},
         {"evil.example:8080", "::1", false},
-        {"evil.example", "0.0.0.0", false},         // a name on a LAN listener: configure it
+        {"evil.example", "0.0.0.0", false},  // a name on a LAN listener: configure it
         {"evil.example", "192.168.1.5", false},
         {"1.2.3.4.evil.example", "0.0.0.0", false},
-        {"192.168.1.5:8080", "0.0.0.0", true},      // clients that connect by address
+        {"192.168.1.5:8080", "0.0.0.0", true},  // clients that connect by address
         {"10.200.1.2", "10.200.1.2", true},
         {"[fe80::1]:8080", "::", true},
         {"localhost:8080", "0.0.0.0", true},
@@ -176,8 +176,8 @@ TEST_CASE("access: a page of another origin is refused unless its origin is list
         {"http://127.0.0.1:8080", "same-origin", "cors", "127.0.0.1:8080", false, false},
         {"https://warmslot.lan", "same-origin", "cors", "warmslot.lan", false, false},
         {"http://LOCALHOST:8080", "", "", "localhost:8080", false, false},
-        {"", "same-origin", "cors", "127.0.0.1:8080", true, false},  // the dashboard's GETs
-        {"", "none", "navigate", "127.0.0.1:8080", true, false},     // typed in the address bar
+        {"", "same-origin", "cors", "127.0.0.1:8080", true, false},     // the dashboard's GETs
+        {"", "none", "navigate", "127.0.0.1:8080", true, false},        // typed in the address bar
         {"", "cross-site", "navigate", "127.0.0.1:8080", true, false},  // a link followed
         {"https://app.example", "cross-site", "cors", "127.0.0.1:8080", false, false},
         // What the issue saw served: a fetch() from a foreign page.

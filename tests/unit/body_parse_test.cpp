@@ -1,13 +1,12 @@
 // What a large request body costs when parse_json reads it: a string with escapes is allocated
 // once, at its final size, and ends where nlohmann ends it.
-#include "api/json_parse.hpp"
-
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
+#include "api/json_parse.hpp"
 #include "json_same.hpp"
 
 using nlohmann::json;
@@ -43,14 +42,10 @@ TEST_CASE("a long string with escapes is allocated once, no larger than its esca
 TEST_CASE("a string ends at the first quote that no backslash escapes") {
     // Runs of backslashes before a quote: an even run leaves the quote closing the string.
     const std::string_view cases[] = {
-        R"({"a":"x\\","b":1})",
-        R"({"a":"x\\\"y","b":1})",
-        R"({"a":"\\\\\\","b":"\"\""})",
-        R"({"a":"\n\\\\\"\\"})",
-        R"(["\\\\\\\"",1,"\\"])",
-        R"({"a":"\n never closed \\"})",
-        R"({"a":"\n never closed \\\"})",
-        R"({"a":"\n\u00e9\ud83d\ude00 tail"})",
+        R"({"a":"x\\","b":1})",           R"({"a":"x\\\"y","b":1})",
+        R"({"a":"\\\\\\","b":"\"\""})",   R"({"a":"\n\\\\\"\\"})",
+        R"(["\\\\\\\"",1,"\\"])",         R"({"a":"\n never closed \\"})",
+        R"({"a":"\n never closed \\\"})", R"({"a":"\n\u00e9\ud83d\ude00 tail"})",
     };
     for (const auto text : cases) {
         CAPTURE(text);

@@ -366,15 +366,15 @@ TEST_CASE("cache index: after a crash mid-save the index and the directory agree
 TEST_CASE("cache index: sweep_unindexed deletes late slot files but keeps rows' and held keys'") {
     temp_dir dir;
     index_t idx(dir.db, dir.slots);
-    save(idx, dir, make(key_a, 100));            // indexed: stays
-    write_file(dir.file(key_b), 200);            // a save that timed out, written later: goes
-    write_file(dir.file(key_c), 300);            // a save under way (its key leased): stays
+    save(idx, dir, make(key_a, 100));               // indexed: stays
+    write_file(dir.file(key_b), 200);               // a save that timed out, written later: goes
+    write_file(dir.file(key_c), 300);               // a save under way (its key leased): stays
     write_file(dir.slots / "ws-ee05.bin.tmp", 10);  // not a finished slot file: not touched here
     write_file(dir.slots / "other.bin", 10);        // not warmslot's: never touched
 
     CHECK(idx.sweep_unindexed({key_c, "not a key"}) == 1);
-    CHECK(files_in(dir.slots) == std::vector<std::string>{"other.bin", "ws-aa01.bin",
-                                                          "ws-cc03.bin", "ws-ee05.bin.tmp"});
+    CHECK(files_in(dir.slots) ==
+          std::vector<std::string>{"other.bin", "ws-aa01.bin", "ws-cc03.bin", "ws-ee05.bin.tmp"});
     CHECK(keys_of(idx) == std::vector<std::string>{key_a});
     // Once the lease ends and no row came, the next sweep takes it too.
     CHECK(idx.sweep_unindexed({}) == 1);
@@ -389,7 +389,8 @@ TEST_CASE("index: the longest file holding a prefix of a request's tokens") {
     std::vector<int> request(3000);
     for (std::size_t i = 0; i < request.size(); ++i) request[i] = static_cast<int>(i * 7 % 5000);
     const warmslot::cache::token_chain chain(id, request);
-    auto put = [&](const warmslot::cache::token_chain& c, std::size_t n, const std::string& identity) {
+    auto put = [&](const warmslot::cache::token_chain& c, std::size_t n,
+                   const std::string& identity) {
         auto s = make(c.key_at(n), 1000);
         s.tokens = n;
         s.identity = identity;

@@ -302,7 +302,8 @@ TEST_CASE("chat_view: the last cache_control breakpoint before the final user tu
 
 TEST_CASE("find_prompt_stats: a count beyond long's range reads as the default") {
     // Converting 1e300 to long is undefined behaviour: a backend's garbage must not reach it.
-    auto s = api::find_prompt_stats(R"({"timings":{"cache_n":1e300,"prompt_n":5,"predicted_n":-1e19}})");
+    auto s =
+        api::find_prompt_stats(R"({"timings":{"cache_n":1e300,"prompt_n":5,"predicted_n":-1e19}})");
     REQUIRE(s);
     CHECK(s->cached == 0);
     CHECK(s->processed == 5);

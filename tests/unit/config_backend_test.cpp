@@ -188,8 +188,8 @@ TEST_CASE("config: command backends are validated") {
         {head + "    command: [s]\n    sleep_idle: 300s\n", "backends[0].sleep_idle", 4,
          "only applies to a url backend"},
         {head + "    url: http://h:1\n    sleep_idle: 5\n", "backends[0].sleep_idle", 4, ""},
-        {head + "    url: http://h:1\n    env: {CUDA_VISIBLE_DEVICES: \"0\"}\n", "backends[0].env", 4,
-         "only applies to a backend with command"},
+        {head + "    url: http://h:1\n    env: {CUDA_VISIBLE_DEVICES: \"0\"}\n", "backends[0].env",
+         4, "only applies to a backend with command"},
         {head + "    command: [s]\n    env: [A=1]\n", "backends[0].env", 4,
          "expected a map of variable names to values, found a list"},
         {head + "    command: [s]\n    env:\n      CUDA_VISIBLE_DEVICES: [0]\n",
@@ -202,8 +202,8 @@ TEST_CASE("config: command backends are validated") {
          "set twice"},
         {head + "    command: [s]\n    env:\n      HF_TOKEN: ${UNSET_TOKEN}\n",
          "backends[0].env.HF_TOKEN", 5, "environment variable UNSET_TOKEN is not set"},
-        {head + "    command: [s]\n    env:\n      HF_TOKEN: x${HOME}\n", "backends[0].env.HF_TOKEN", 5,
-         "malformed environment reference"},
+        {head + "    command: [s]\n    env:\n      HF_TOKEN: x${HOME}\n",
+         "backends[0].env.HF_TOKEN", 5, "malformed environment reference"},
         {head + "    url: http://h:1\n    start: on_demand\n", "backends[0].start", 4,
          "only applies to a backend with command"},
         {head + "    url: http://h:1\n    idle_stop: 5m\n", "backends[0].idle_stop", 4,
@@ -219,8 +219,9 @@ TEST_CASE("config: command backends are validated") {
 }
 
 TEST_CASE("config: ctx_checkpoints of a url backend; a command backend's comes from its argv") {
-    const cfg::config c = parse("backends:\n  - name: a\n    url: http://h:1\n"
-                                "    ctx_checkpoints: 0\n  - name: b\n    url: http://h:2\n");
+    const cfg::config c = parse(
+        "backends:\n  - name: a\n    url: http://h:1\n"
+        "    ctx_checkpoints: 0\n  - name: b\n    url: http://h:2\n");
     REQUIRE(c.backends.size() == 2);
     CHECK(c.backends[0].ctx_checkpoints == 0L);
     CHECK_FALSE(c.backends[1].ctx_checkpoints);
@@ -228,9 +229,10 @@ TEST_CASE("config: ctx_checkpoints of a url backend; a command backend's comes f
 }
 
 TEST_CASE("config: sleep_idle of a url backend; 0s and unset mean it never sleeps") {
-    const cfg::config c = parse("backends:\n  - name: a\n    url: http://h:1\n"
-                                "    sleep_idle: 5m\n  - name: b\n    url: http://h:2\n"
-                                "  - name: c\n    url: http://h:3\n    sleep_idle: 0s\n");
+    const cfg::config c = parse(
+        "backends:\n  - name: a\n    url: http://h:1\n"
+        "    sleep_idle: 5m\n  - name: b\n    url: http://h:2\n"
+        "  - name: c\n    url: http://h:3\n    sleep_idle: 0s\n");
     REQUIRE(c.backends.size() == 3);
     CHECK(c.backends[0].sleep_idle == std::chrono::minutes(5));
     CHECK(c.backends[1].sleep_idle.count() == 0);

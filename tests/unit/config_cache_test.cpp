@@ -21,8 +21,8 @@ TEST_CASE("config: cache.slot_call_timeout is a positive duration") {
               .cache.slot_call_timeout == std::chrono::minutes(2));
     CHECK(warmslot::config::parse(head + "  slot_call_timeout: 750ms\n", "test.yaml", env)
               .cache.slot_call_timeout == std::chrono::milliseconds(750));
-    for (const char* bad : {"  slot_call_timeout: 0s\n", "  slot_call_timeout: 10\n",
-                            "  slot_call_timeout: 25h\n"}) {
+    for (const char* bad :
+         {"  slot_call_timeout: 0s\n", "  slot_call_timeout: 10\n", "  slot_call_timeout: 25h\n"}) {
         try {
             warmslot::config::parse(head + bad, "test.yaml", env);
             FAIL("accepted: " << bad);
@@ -33,23 +33,28 @@ TEST_CASE("config: cache.slot_call_timeout is a positive duration") {
     }
 }
 
-TEST_CASE("config: the shared tier: off by default; an absolute directory apart from slot directories") {
+TEST_CASE(
+    "config: the shared tier: off by default; an absolute directory apart from slot directories") {
     const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
-    const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\n"
-                             "    slot_save_path: /srv/slots/a\ncache:\n  dir: /srv/state\n";
+    const std::string head =
+        "backends:\n  - name: a\n    url: http://127.0.0.1:9000\n"
+        "    slot_save_path: /srv/slots/a\ncache:\n  dir: /srv/state\n";
     const auto off = warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env).cache;
     CHECK(off.shared_dir.empty());
     CHECK(off.shared_max_disk == 50ull * 1024 * 1024 * 1024);
     CHECK(off.shared_timeout == std::chrono::milliseconds(2000));
-    const auto on = warmslot::config::parse(
-        head + "  shared_dir: /mnt/shared/\n  shared_max_disk: 2GiB\n  shared_timeout: 500ms\n",
-        "test.yaml", env).cache;
+    const auto on =
+        warmslot::config::parse(
+            head + "  shared_dir: /mnt/shared/\n  shared_max_disk: 2GiB\n  shared_timeout: 500ms\n",
+            "test.yaml", env)
+            .cache;
     CHECK(on.shared_dir == "/mnt/shared");
     CHECK(on.shared_max_disk == 2ull * 1024 * 1024 * 1024);
     CHECK(on.shared_timeout == std::chrono::milliseconds(500));
     for (const auto& [bad, path, problem] :
          {std::tuple{"  shared_dir: relative/dir\n", "cache.shared_dir", "absolute"},
-          std::tuple{"  shared_dir: /srv/slots/a\n", "cache.shared_dir", "backend a's slot directory"},
+          std::tuple{"  shared_dir: /srv/slots/a\n", "cache.shared_dir",
+                     "backend a's slot directory"},
           std::tuple{"  shared_dir: /srv/state\n", "cache.shared_dir", "is cache.dir"},
           std::tuple{"  shared_max_disk: 10\n", "cache.shared_max_disk", ""},
           std::tuple{"  shared_timeout: 0s\n", "cache.shared_timeout", ""}}) {
@@ -67,7 +72,8 @@ TEST_CASE("config: the shared tier: off by default; an absolute directory apart 
 TEST_CASE("config: cache.save_after_answer is a boolean, on by default") {
     const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
     const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\ncache:\n";
-    CHECK(warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env).cache.save_after_answer);
+    CHECK(warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env)
+              .cache.save_after_answer);
     CHECK_FALSE(warmslot::config::parse(head + "  save_after_answer: false\n", "test.yaml", env)
                     .cache.save_after_answer);
     CHECK_THROWS_AS(warmslot::config::parse(head + "  save_after_answer: 2\n", "test.yaml", env),
@@ -77,17 +83,20 @@ TEST_CASE("config: cache.save_after_answer is a boolean, on by default") {
 TEST_CASE("config: cache.conversation_files is a boolean, on by default") {
     const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
     const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\ncache:\n";
-    CHECK(warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env).cache.conversation_files);
+    CHECK(warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env)
+              .cache.conversation_files);
     CHECK_FALSE(warmslot::config::parse(head + "  conversation_files: false\n", "test.yaml", env)
                     .cache.conversation_files);
-    CHECK_THROWS_AS(warmslot::config::parse(head + "  conversation_files: maybe\n", "test.yaml", env),
-                    warmslot::config::config_error);
+    CHECK_THROWS_AS(
+        warmslot::config::parse(head + "  conversation_files: maybe\n", "test.yaml", env),
+        warmslot::config::config_error);
 }
 
 TEST_CASE("config: cache.replica_files is a boolean, on by default") {
     const auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
     const std::string head = "backends:\n  - name: a\n    url: http://127.0.0.1:9000\ncache:\n";
-    CHECK(warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env).cache.replica_files);
+    CHECK(
+        warmslot::config::parse(head + "  enabled: true\n", "test.yaml", env).cache.replica_files);
     CHECK_FALSE(warmslot::config::parse(head + "  replica_files: false\n", "test.yaml", env)
                     .cache.replica_files);
     try {

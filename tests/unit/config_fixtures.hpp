@@ -75,7 +75,8 @@ inline bool contains(std::string_view text, std::string_view part) {
 
 // Refused under fake_env() as `c` says, and no secret of the environment in the message.
 inline void check_rejected_keeping_secrets(const bad_case& c) {
-    const std::string message = check_rejected(c, [](std::string_view y) { parse_with_fake_env(y); });
+    const std::string message =
+        check_rejected(c, [](std::string_view y) { parse_with_fake_env(y); });
     for (const auto& [name, value] : fake_vars()) {
         if (!value.empty()) CHECK_FALSE(contains(message, value));
     }

@@ -77,42 +77,49 @@ TEST_CASE("config: rewrite defaults are off and models override the default bloc
     CHECK(&c.rewrite.for_model("plain") != &d);
     CHECK(c.rewrite.for_model("plain").edits == cfg::edit_mode::reprocess);
     CHECK(&c.rewrite.for_model("unknown") == &d);
-    for (const auto name : cfg::volatile_preset_names()) CHECK(cfg::volatile_preset(name).has_value());
+    for (const auto name : cfg::volatile_preset_names())
+        CHECK(cfg::volatile_preset(name).has_value());
     CHECK_FALSE(cfg::volatile_preset("weekday").has_value());
 }
 
 TEST_CASE("config: rewrite is validated strictly") {
     const std::string head = std::string(one_backend) + "rewrite:\n";  // rewrite: is line 4
     const bad_case cases[] = {
-        {head + "  defaults: {}\n", "rewrite.defaults", 5, "unknown key; expected one of: memory, default, models"},
-        {head + "  default:\n    volatile:\n      presets: [date]\n", "rewrite.default.volatile", 6, "unknown key"},
+        {head + "  defaults: {}\n", "rewrite.defaults", 5,
+         "unknown key; expected one of: memory, default, models"},
+        {head + "  default:\n    volatile:\n      presets: [date]\n", "rewrite.default.volatile", 6,
+         "unknown key"},
         {head + "  default:\n    system_messages: first\n", "rewrite.default.system_messages", 6,
          "expected keep or front, found \"first\""},
         {head + "  default:\n    volatile_lines:\n      presets: [date, weekday]\n",
-         "rewrite.default.volatile_lines.presets[1]", 7, "unknown preset; expected one of: date, time"},
+         "rewrite.default.volatile_lines.presets[1]", 7,
+         "unknown preset; expected one of: date, time"},
         {head + "  default:\n    volatile_lines:\n      patterns: ['(unclosed']\n",
          "rewrite.default.volatile_lines.patterns[0]", 7, "invalid regular expression"},
-        {head + "  default:\n    volatile_lines:\n      mark: maybe\n", "rewrite.default.volatile_lines.mark", 7,
-         "expected true or false"},
+        {head + "  default:\n    volatile_lines:\n      mark: maybe\n",
+         "rewrite.default.volatile_lines.mark", 7, "expected true or false"},
         {head + "  default:\n    volatile_lines:\n      patterns: date\n",
          "rewrite.default.volatile_lines.patterns", 7, "expected a list"},
-        {head + "  default:\n    documents:\n      edits: sometimes\n", "rewrite.default.documents.edits", 7,
-         "expected reprocess or append"},
+        {head + "  default:\n    documents:\n      edits: sometimes\n",
+         "rewrite.default.documents.edits", 7, "expected reprocess or append"},
         {head + "  default:\n    documents:\n      edit_similarity: 1.5\n",
          "rewrite.default.documents.edit_similarity", 7, "from 0.1 to 1"},
-        {head + "  default:\n    documents:\n      edit_id: 'id=\\w+'\n", "rewrite.default.documents.edit_id", 7,
-         "needs a capture group"},
+        {head + "  default:\n    documents:\n      edit_id: 'id=\\w+'\n",
+         "rewrite.default.documents.edit_id", 7, "needs a capture group"},
         {head + "  default:\n    documents:\n      delimiters:\n        - begin: '<d>'\n",
          "rewrite.default.documents.delimiters[0].end", 8, "is required"},
-        {head + "  default:\n    documents:\n      delimiters:\n        - begin: '<d>'\n          end: '[x'\n",
+        {head + "  default:\n    documents:\n      delimiters:\n        - begin: '<d>'\n          "
+                "end: '[x'\n",
          "rewrite.default.documents.delimiters[0].end", 9, "invalid regular expression"},
         // RE2 syntax: lookaround and backreferences (ECMAScript has them) are refused at load.
-        {head + "  default:\n    documents:\n      delimiters:\n        - begin: '<d(?=>)'\n          end: '</d>'\n",
-         "rewrite.default.documents.delimiters[0].begin", 8, "invalid regular expression (RE2 syntax"},
+        {head + "  default:\n    documents:\n      delimiters:\n        - begin: '<d(?=>)'\n       "
+                "   end: '</d>'\n",
+         "rewrite.default.documents.delimiters[0].begin", 8,
+         "invalid regular expression (RE2 syntax"},
         {head + "  default:\n    volatile_lines:\n      patterns: ['(?<!x)date']\n",
          "rewrite.default.volatile_lines.patterns[0]", 7, "no lookahead or lookbehind"},
-        {head + "  default:\n    documents:\n      edit_id: '(a)\\1'\n", "rewrite.default.documents.edit_id", 7,
-         "no backreferences"},
+        {head + "  default:\n    documents:\n      edit_id: '(a)\\1'\n",
+         "rewrite.default.documents.edit_id", 7, "no backreferences"},
         {head + "  models:\n    q:\n      documents:\n        order: often\n",
          "rewrite.models[\"q\"].documents.order", 8, "expected true or false"},
         {head + "  models:\n    q: {}\n    q: {}\n", "rewrite.models[\"q\"]", 7, "duplicate"},

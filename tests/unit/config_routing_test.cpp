@@ -42,11 +42,11 @@ TEST_CASE("config: routing settings and backend model names") {
         const char* path;
         int line;
     };
-    for (const auto& b : {bad_case{"routing:\n  enabled: maybe\n", "routing.enabled", 6},
-                          bad_case{"routing:\n  max_wait: 10\n", "routing.max_wait", 6},
-                          bad_case{"routing:\n  scrach_slot: true\n", "routing.scrach_slot", 6},
-                          bad_case{"routing:\n  long_segment_tokens: 0\n",
-                                   "routing.long_segment_tokens", 6}}) {
+    for (const auto& b :
+         {bad_case{"routing:\n  enabled: maybe\n", "routing.enabled", 6},
+          bad_case{"routing:\n  max_wait: 10\n", "routing.max_wait", 6},
+          bad_case{"routing:\n  scrach_slot: true\n", "routing.scrach_slot", 6},
+          bad_case{"routing:\n  long_segment_tokens: 0\n", "routing.long_segment_tokens", 6}}) {
         const std::string yaml =
             std::string("backends:\n  - name: a\n    url: http://127.0.0.1:9000\n\n") + b.yaml;
         try {

@@ -1,5 +1,7 @@
 // The config as a whole: defaults, a file that sets every key, the top level and the document,
 // the error's form, and reading a file. Each section has its tests in config_<section>_test.cpp.
+#include "config/config.hpp"
+
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -10,15 +12,14 @@
 #include <string>
 #include <string_view>
 
-#include "config/config.hpp"
 #include "config_fixtures.hpp"
 
 namespace cfg = warmslot::config;
+using std::chrono::milliseconds;
 using warmslot::test::bad_case;
 using warmslot::test::contains;
 using warmslot::test::fake_env;
 using warmslot::test::one_backend;
-using std::chrono::milliseconds;
 
 namespace {
 

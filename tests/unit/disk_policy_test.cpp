@@ -1,4 +1,6 @@
 // The disk tier's failure policies and key leases, as tables.
+#include "cache/disk_policy.hpp"
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -7,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "cache/disk_policy.hpp"
 #include "cache/index.hpp"
 #include "cache/leases.hpp"
 
@@ -29,7 +30,8 @@ TEST_CASE("a failed restore drops its file only when llama-server says the file 
         {"400 unable to restore", {false, 400, unusable}, restore_failure::drop_file},
         {"400 about the call, not the file", {false, 400, bad_slot}, restore_failure::keep_file},
         {"timeout or dropped connection", {true, 0, ""}, restore_failure::keep_file},
-        {"500", {false, 500, R"({"error":{"message":"Unable to restore slot"}})"},
+        {"500",
+         {false, 500, R"({"error":{"message":"Unable to restore slot"}})"},
          restore_failure::keep_file},
         {"503 loading", {false, 503, "{}"}, restore_failure::keep_file},
         {"501 no slot-save-path", {false, 501, "{}"}, restore_failure::keep_file},

@@ -4,8 +4,8 @@
 
 #include <doctest/doctest.h>
 
-#include <nlohmann/json.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -354,16 +354,15 @@ TEST_CASE("completion headers hold only the adapters and the media") {
         body[key] = row.second;
         CHECK(rt::fingerprint_request(request_kind::completion, body)->levels == fp->levels);
     }
-    for (const auto& row : std::vector<std::pair<std::string, json>>{
-             {"lora", json::parse(R"([{"id":0,"scale":1}])")},
-             {"multimodal_data", json::array({"aGk="})}}) {
+    for (const auto& row :
+         std::vector<std::pair<std::string, json>>{{"lora", json::parse(R"([{"id":0,"scale":1}])")},
+                                                   {"multimodal_data", json::array({"aGk="})}}) {
         const std::string& key = row.first;
         CAPTURE(key);
         json body = base;
         body[key] = row.second;
-        CHECK(rt::common_levels(
-                  rt::fingerprint_request(request_kind::completion, body)->levels, fp->levels) ==
-              0);
+        CHECK(rt::common_levels(rt::fingerprint_request(request_kind::completion, body)->levels,
+                                fp->levels) == 0);
     }
 }
 
@@ -385,11 +384,17 @@ TEST_CASE("fingerprint values are pinned for the format version") {
          R"("reasoning_content":"hm"},{"role":"tool","tool_call_id":"c1","content":"42"}],)"
          R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":1.5}}}],)"
          R"("chat_template_kwargs":{"enable_thinking":false},"max_tokens":7,"stream":true})",
-         {0x1d7ff2d0c8d9ac98ull, 0x32083602f1338b67ull, 0xa752f68301606732ull, 0xa71a639da62f44c0ull}},
-        {request_kind::chat, R"({"model":42,"messages":[{"role":"user","content":"hi"}]})", {0xb8b265c3e1a0ae2cull}},
-        {request_kind::completion, R"({"prompt":"abc\ndef","n_predict":3,"lora":[{"id":0,"scale":0.5}]})",
+         {0x1d7ff2d0c8d9ac98ull, 0x32083602f1338b67ull, 0xa752f68301606732ull,
+          0xa71a639da62f44c0ull}},
+        {request_kind::chat,
+         R"({"model":42,"messages":[{"role":"user","content":"hi"}]})",
+         {0xb8b265c3e1a0ae2cull}},
+        {request_kind::completion,
+         R"({"prompt":"abc\ndef","n_predict":3,"lora":[{"id":0,"scale":0.5}]})",
          {0xe58c63127e677f00ull}},
-        {request_kind::completion, R"({"prompt":[1,2,3,4294967295],"model":"m"})", {0xc13f77f732e1ab78ull}},
+        {request_kind::completion,
+         R"({"prompt":[1,2,3,4294967295],"model":"m"})",
+         {0xc13f77f732e1ab78ull}},
         {request_kind::chat,
          R"({"messages":[{"role":"system","content":")" + std::string(9000, 'q') + R"("}]})",
          {0x06140e4cad559becull}},
@@ -407,9 +412,10 @@ TEST_CASE("empty fields and texts hash without handing memcpy a null pointer") {
     // Every message hashes empty field markers, and an empty std::string_view's data() is null:
     // UBSan (tests/sanitizers.sh) fails this test if the hash passes that pointer on.
     const json body = {{"model", ""},
-                       {"messages", {{{"role", "user"}, {"content", ""}},
-                                     {{"role", "assistant"}, {"content", json::array()}},
-                                     {{"role", "user"}, {"content", "q"}}}}};
+                       {"messages",
+                        {{{"role", "user"}, {"content", ""}},
+                         {{"role", "assistant"}, {"content", json::array()}},
+                         {{"role", "user"}, {"content", "q"}}}}};
     const auto fp = chat_fp(body);
     CHECK(fp.levels.size() == 3);
     CHECK(fp.levels[0].hash != fp.levels[1].hash);

@@ -134,10 +134,12 @@ TEST_CASE("parse_json matches nlohmann up to max_json_depth and refuses deeper d
         CAPTURE(depth);
         CHECK(parse_json(nested(depth, "[", "1", "]")).is_discarded());
         CHECK(parse_json(nested(depth, "{\"k\":", "\"\\u00e9\"", "}")).is_discarded());
-        CHECK(parse_json("{\"messages\":[],\"x\":" + nested(depth, "[", "", "]") + "}").is_discarded());
+        CHECK(parse_json("{\"messages\":[],\"x\":" + nested(depth, "[", "", "]") + "}")
+                  .is_discarded());
     }
     // Brackets inside strings do not count, escaped quotes included.
-    const std::string text = "[\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"]";
+    const std::string text =
+        "[\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"]";
     CHECK(agrees(text));
     CHECK_FALSE(parse_json(text).is_discarded());
 }

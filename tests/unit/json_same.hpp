@@ -31,20 +31,16 @@ inline bool json_same(const nlohmann::json& a, const nlohmann::json& b) {
         }
         case json::value_t::string:
             return a.get_ref<const std::string&>() == b.get_ref<const std::string&>();
-        case json::value_t::boolean:
-            return a.get<bool>() == b.get<bool>();
-        case json::value_t::number_integer:
-            return a.get<std::int64_t>() == b.get<std::int64_t>();
+        case json::value_t::boolean: return a.get<bool>() == b.get<bool>();
+        case json::value_t::number_integer: return a.get<std::int64_t>() == b.get<std::int64_t>();
         case json::value_t::number_unsigned:
             return a.get<std::uint64_t>() == b.get<std::uint64_t>();
         case json::value_t::number_float:
             return std::bit_cast<std::uint64_t>(a.get<double>()) ==
                    std::bit_cast<std::uint64_t>(b.get<double>());
-        case json::value_t::binary:
-            return a.get_binary() == b.get_binary();
+        case json::value_t::binary: return a.get_binary() == b.get_binary();
         case json::value_t::null:
-        case json::value_t::discarded:
-            return true;
+        case json::value_t::discarded: return true;
     }
     return false;
 }

@@ -1,12 +1,13 @@
 // The keep-alive of streams held by warmslot: which requests get it and how often, the event of
 // each API, and how an answer that cannot go into a started stream is reported there.
+#include "api/keepalive.hpp"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api/keepalive.hpp"
 #include "sse/parser.hpp"
 #include "sse/writer.hpp"
 
@@ -60,7 +61,8 @@ TEST_CASE("keepalive: which requests get it, and how often") {
     };
     for (const auto& r : rows) {
         INFO(r.body);
-        CHECK(warmslot::api::stream_keepalive(r.shape, nlohmann::json::parse(r.body), 10s) == r.want);
+        CHECK(warmslot::api::stream_keepalive(r.shape, nlohmann::json::parse(r.body), 10s) ==
+              r.want);
     }
 }
 
@@ -72,7 +74,8 @@ TEST_CASE("keepalive: the events of each dialect are what its clients parse") {
     CHECK(anthropic == "event: ping\ndata: {\"type\": \"ping\"}\n\n");
     CHECK(events_in(anthropic) == "ping|{\"type\": \"ping\"};");
     CHECK(warmslot::sse::format_comment("") == ":\n\n");
-    CHECK(warmslot::sse::format_named_event("error", "a\nb") == "event: error\ndata: a\ndata: b\n\n");
+    CHECK(warmslot::sse::format_named_event("error", "a\nb") ==
+          "event: error\ndata: a\ndata: b\n\n");
 }
 
 TEST_CASE("keepalive: a backend's answer that cannot be relayed becomes one error event") {
@@ -90,26 +93,29 @@ TEST_CASE("keepalive: a backend's answer that cannot be relayed becomes one erro
                                              error_dialect::anthropic)
               .find(R"("type":"overloaded_error")") != std::string::npos);
     // Not an error object, or a success without a stream: described, in the dialect's shape.
-    const auto plain = warmslot::api::sse_error_of_answer(502, "<html>bad gateway</html>",
-                                                          error_dialect::openai);
+    const auto plain =
+        warmslot::api::sse_error_of_answer(502, "<html>bad gateway</html>", error_dialect::openai);
     CHECK(events_in(plain).find(R"("code":502)") != std::string::npos);
     CHECK(plain.find("status 502") != std::string::npos);
-    const auto ok = warmslot::api::sse_error_of_answer(200, R"({"choices":[]})", error_dialect::openai);
+    const auto ok =
+        warmslot::api::sse_error_of_answer(200, R"({"choices":[]})", error_dialect::openai);
     CHECK(ok.find("status 200 and no event stream") != std::string::npos);
     CHECK(ok.starts_with("data: {\"error\":"));
 }
 
-TEST_CASE("prompt progress: asked for by stream and return_progress, written as llama-server does") {
+TEST_CASE(
+    "prompt progress: asked for by stream and return_progress, written as llama-server does") {
     namespace api = warmslot::api;
     const auto body = nlohmann::json::parse(R"({"stream": true, "return_progress": true})");
     CHECK(api::wants_prompt_progress(api_shape::chat, body));
     CHECK(api::wants_prompt_progress(api_shape::completion, body));
     CHECK_FALSE(api::wants_prompt_progress(api_shape::messages, body));
-    CHECK_FALSE(api::wants_prompt_progress(api_shape::chat, nlohmann::json::parse(R"({"stream": true})")));
-    CHECK_FALSE(api::wants_prompt_progress(api_shape::chat,
-                                           nlohmann::json::parse(R"({"stream": false, "return_progress": true})")));
-    CHECK_FALSE(api::wants_prompt_progress(api_shape::chat,
-                                           nlohmann::json::parse(R"({"stream": true, "return_progress": 1})")));
+    CHECK_FALSE(
+        api::wants_prompt_progress(api_shape::chat, nlohmann::json::parse(R"({"stream": true})")));
+    CHECK_FALSE(api::wants_prompt_progress(
+        api_shape::chat, nlohmann::json::parse(R"({"stream": false, "return_progress": true})")));
+    CHECK_FALSE(api::wants_prompt_progress(
+        api_shape::chat, nlohmann::json::parse(R"({"stream": true, "return_progress": 1})")));
 
     api::prompt_progress p{24122, 0, 30000, 1500};  // processed is capped at the total
     const auto chat = api::prompt_progress_event(api_shape::chat, p, "chatcmpl-1", "m", 1700000000);

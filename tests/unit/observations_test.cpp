@@ -155,8 +155,8 @@ TEST_CASE("kv_env: the KV-changing variables of a backend's environment, with th
 }
 
 TEST_CASE("rolls_back_to_checkpoints_only: llama.cpp's hybrid and recurrent architectures") {
-    for (const char* arch : {"qwen35", "qwen3next", "granitehybrid", "nemotron_h", "lfm2",
-                             "mamba2", "rwkv7", "falcon-h1", "jamba"}) {
+    for (const char* arch : {"qwen35", "qwen3next", "granitehybrid", "nemotron_h", "lfm2", "mamba2",
+                             "rwkv7", "falcon-h1", "jamba"}) {
         CHECK(routing::rolls_back_to_checkpoints_only(arch));
     }
     for (const char* arch : {"llama", "qwen3", "gemma2", "gemma3", "", "QWEN35"}) {
@@ -175,7 +175,8 @@ TEST_CASE("ctx_checkpoints_of: the flag in its three names and two forms, else t
     CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "--ctx-checkpoints", "0"}, none) == 0);
     CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "-ctxcp", "4"}, none) == 4);
     CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "--swa-checkpoints=2"}, none) == 2);
-    CHECK(routing::ctx_checkpoints_of(argv{"s", "-ctxcp", "4", "--ctx-checkpoints", "0"}, none) == 0);
+    CHECK(routing::ctx_checkpoints_of(argv{"s", "-ctxcp", "4", "--ctx-checkpoints", "0"}, none) ==
+          0);
     CHECK(routing::ctx_checkpoints_of(argv{"llama-server"}, env) == 3);
     CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "-ctxcp", "1"}, env) == 1);  // flag wins
     CHECK(routing::ctx_checkpoints_of(argv{"llama-server", "-ctxcp", "x"}, none) == std::nullopt);
@@ -189,8 +190,8 @@ TEST_CASE("sleep_idle_of: --sleep-idle-seconds in its two forms; -1 and junk are
     CHECK(routing::sleep_idle_of(argv{"llama-server", "-m", "x"}) == std::nullopt);
     CHECK(routing::sleep_idle_of(argv{"llama-server", "--sleep-idle-seconds", "300"}) == 300);
     CHECK(routing::sleep_idle_of(argv{"llama-server", "--sleep-idle-seconds=5"}) == 5);
-    CHECK(routing::sleep_idle_of(argv{"s", "--sleep-idle-seconds", "5", "--sleep-idle-seconds", "-1"}) ==
-          std::nullopt);  // the last one wins: off
+    CHECK(routing::sleep_idle_of(argv{"s", "--sleep-idle-seconds", "5", "--sleep-idle-seconds",
+                                      "-1"}) == std::nullopt);  // the last one wins: off
     CHECK(routing::sleep_idle_of(argv{"s", "--sleep-idle-seconds", "x"}) == std::nullopt);
     CHECK(routing::sleep_idle_of(argv{"s", "--sleep-idle-seconds"}) == std::nullopt);
     CHECK(routing::sleep_idle_of(argv{"--sleep-idle-seconds", "5"}) == std::nullopt);

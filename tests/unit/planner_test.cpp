@@ -322,8 +322,8 @@ TEST_CASE("planner: session hints choose among slots that hold the same prefix")
     const auto b_hist = std::pair<std::string, std::uint64_t>{"b-history", 5000};
     check({
         {"a session goes back to its own slot when another holds the same prefix",
-         {backend({of_session(idle(0, {sys, doc_a, q1}), 7), of_session(idle(1, {sys, doc_a, q1}), 9),
-                   idle(2)})},
+         {backend({of_session(idle(0, {sys, doc_a, q1}), 7),
+                   of_session(idle(1, {sys, doc_a, q1}), 9), idle(2)})},
          in_session(doc_a_q2, 9),
          {0, 1, route::hit, 2, 20200}},
         {"without a hint the slot that holds less beyond the match is reused",
@@ -340,8 +340,8 @@ TEST_CASE("planner: session hints choose among slots that hold the same prefix")
          in_session(request({sys, doc_a, {"q3", 100}}, 2), 11),
          {0, 1, route::hit, 2, 20200}},
         {"a hint never beats a longer match",
-         {backend({of_session(idle(0, {sys, doc_a, q1, a1}), 7), of_session(idle(1, {sys, doc_a}), 9),
-                   idle(2)})},
+         {backend({of_session(idle(0, {sys, doc_a, q1, a1}), 7),
+                   of_session(idle(1, {sys, doc_a}), 9), idle(2)})},
          in_session(request({sys, doc_a, q1, a1, q2}, 4), 9),
          {0, 0, route::hit, 4, 20600}},
     });

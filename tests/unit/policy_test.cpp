@@ -188,14 +188,30 @@ TEST_CASE("path_of strips the query and the fragment") {
 
 TEST_CASE("forward_request_header: credentials, conversation id and hop-by-hop stay here") {
     const std::vector<std::string_view> dropped = {
-        "X-Conversation-Id", "x-conversation-id", "X-CONVERSATION-ID",
-        "Authorization",     "authorization",     "AUTHORIZATION",
-        "X-Api-Key",         "x-api-key",         "X-API-KEY",
-        "Connection",        "Keep-Alive",        "Proxy-Connection",
-        "Proxy-Authenticate", "Proxy-Authorization", "TE",
-        "Trailer",           "Transfer-Encoding", "transfer-encoding",
-        "Upgrade",           "Host",              "host",
-        "Content-Length",    "content-length",    "Expect",
+        "X-Conversation-Id",
+        "x-conversation-id",
+        "X-CONVERSATION-ID",
+        "Authorization",
+        "authorization",
+        "AUTHORIZATION",
+        "X-Api-Key",
+        "x-api-key",
+        "X-API-KEY",
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Connection",
+        "Proxy-Authenticate",
+        "Proxy-Authorization",
+        "TE",
+        "Trailer",
+        "Transfer-Encoding",
+        "transfer-encoding",
+        "Upgrade",
+        "Host",
+        "host",
+        "Content-Length",
+        "content-length",
+        "Expect",
     };
     for (const auto name : dropped) {
         CAPTURE(name);
@@ -205,9 +221,9 @@ TEST_CASE("forward_request_header: credentials, conversation id and hop-by-hop s
 
 TEST_CASE("forward_request_header: ordinary headers pass") {
     const std::vector<std::string_view> kept = {
-        "Content-Type", "content-type", "Accept",        "ACCEPT",       "User-Agent",
-        "X-Custom",     "Accept-Encoding", "X-Request-Id", "Authorization2", "X-Api-Keys",
-        "Conversation-Id", "Connectionx",
+        "Content-Type",   "content-type", "Accept",          "ACCEPT",
+        "User-Agent",     "X-Custom",     "Accept-Encoding", "X-Request-Id",
+        "Authorization2", "X-Api-Keys",   "Conversation-Id", "Connectionx",
     };
     for (const auto name : kept) {
         CAPTURE(name);
@@ -223,9 +239,8 @@ TEST_CASE("forward_response_header: hop-by-hop, framing and CORS are dropped, th
         CAPTURE(name);
         CHECK_FALSE(api::forward_response_header(name));
     }
-    for (const std::string_view name :
-         {"Content-Type", "content-type", "X-Custom",
-          "Cache-Control", "Date", "Authorization", "X-Conversation-Id"}) {
+    for (const std::string_view name : {"Content-Type", "content-type", "X-Custom", "Cache-Control",
+                                        "Date", "Authorization", "X-Conversation-Id"}) {
         CAPTURE(name);
         CHECK(api::forward_response_header(name));
     }
@@ -306,13 +321,13 @@ TEST_CASE("find_prompt_stats: values of other top-level keys are checked, not re
                 R"("timings":{"prompt_n":3,"cache_n":1},"model":{"usage":{"prompt_tokens":4}}})",
                 {1, 3, 0});
     CHECK_FALSE(api::find_prompt_stats(
-        R"({"x":{"timings":{"prompt_n":5}},"y":[{"usage":{"prompt_tokens":2}}]})").has_value());
-    for (const char* invalid : {R"({"x":[1,2,],"timings":{"prompt_n":3}})",
-                                R"({"x":{"a" 1},"timings":{"prompt_n":3}})",
-                                R"({"x":"a\qb","timings":{"prompt_n":3}})",
-                                R"({"x":01,"timings":{"prompt_n":3}})",
-                                R"({"x":tru,"timings":{"prompt_n":3}})",
-                                "{\"x\":\"\x01\",\"timings\":{\"prompt_n\":3}}"}) {
+                    R"({"x":{"timings":{"prompt_n":5}},"y":[{"usage":{"prompt_tokens":2}}]})")
+                    .has_value());
+    for (const char* invalid :
+         {R"({"x":[1,2,],"timings":{"prompt_n":3}})", R"({"x":{"a" 1},"timings":{"prompt_n":3}})",
+          R"({"x":"a\qb","timings":{"prompt_n":3}})", R"({"x":01,"timings":{"prompt_n":3}})",
+          R"({"x":tru,"timings":{"prompt_n":3}})",
+          "{\"x\":\"\x01\",\"timings\":{\"prompt_n\":3}}"}) {
         CAPTURE(invalid);
         CHECK_FALSE(api::find_prompt_stats(invalid).has_value());
     }
@@ -325,8 +340,9 @@ TEST_CASE("find_prompt_stats: escapes, exponents, unicode and deep nesting read 
                 {10, 3, 0, 0.25});
     check_stats(R"({"content":"caf\u00e9 \"q\" \\ \n","timings":{"prompt_n":-2,"cache_n":0}})",
                 {0, -2, 0});
-    check_stats("{\"content\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\",\"timings\":{\"prompt_n\":4}}",
-                {0, 4, 0});
+    check_stats(
+        "{\"content\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\",\"timings\":{\"prompt_n\":4}}",
+        {0, 4, 0});
     std::string deep = R"({"timings":{"prompt_n":5},"x":)";
     for (int i = 0; i < 100; ++i) deep += "[";
     for (int i = 0; i < 100; ++i) deep += "]";
@@ -336,8 +352,8 @@ TEST_CASE("find_prompt_stats: escapes, exponents, unicode and deep nesting read 
 TEST_CASE("find_prompt_stats: a special byte anywhere in a long string is seen") {
     // Strings are scanned eight bytes at a time: put each kind of byte at every offset.
     const std::vector<std::pair<std::string, bool>> bytes = {
-        {"\\n", true}, {"\\\"", true}, {"\xc3\xa9", true}, {"\x7f", true},
-        {"\t", false}, {"\x01", false}, {"\xc3\x28", false}, {"\xff", false}, {"\"", false},
+        {"\\n", true},   {"\\\"", true},      {"\xc3\xa9", true}, {"\x7f", true}, {"\t", false},
+        {"\x01", false}, {"\xc3\x28", false}, {"\xff", false},    {"\"", false},
     };
     for (const auto& [special, valid] : bytes) {
         for (std::size_t at = 0; at < 20; ++at) {
@@ -351,11 +367,20 @@ TEST_CASE("find_prompt_stats: a special byte anywhere in a long string is seen")
 
 TEST_CASE("may_carry_stats: the quoted keys anywhere, and nothing else") {
     const std::vector<std::pair<std::string_view, bool>> cases = {
-        {R"("timings")", true}, {R"("usage")", true}, {R"(x"timings")", true},
-        {R"({"a":"g","usage":{}})", true}, {R"(gg"timings":{})", true},
-        {R"(timings usage)", false}, {R"("timing")", false}, {R"("timings)", false},
-        {R"(usage")", false}, {R"("usag")", false}, {"g", false}, {"", false},
-        {R"({"msg":"big egg"})", false}, {R"("Timings")", false},
+        {R"("timings")", true},
+        {R"("usage")", true},
+        {R"(x"timings")", true},
+        {R"({"a":"g","usage":{}})", true},
+        {R"(gg"timings":{})", true},
+        {R"(timings usage)", false},
+        {R"("timing")", false},
+        {R"("timings)", false},
+        {R"(usage")", false},
+        {R"("usag")", false},
+        {"g", false},
+        {"", false},
+        {R"({"msg":"big egg"})", false},
+        {R"("Timings")", false},
     };
     for (const auto& c : cases) {
         CAPTURE(c.first);
@@ -374,10 +399,10 @@ TEST_CASE("find_prompt_stats: no stats") {
         R"({"timings":"soon","usage":null})",
         R"({"timings":{},"usage":{}})",
         R"({"timings":{"prompt_n":1},"timings":[]})",
-        "{\"content\":\"\xc3\x28\",\"timings\":{\"prompt_n\":1}}",  // bad UTF-8
+        "{\"content\":\"\xc3\x28\",\"timings\":{\"prompt_n\":1}}",      // bad UTF-8
         "{\"content\":\"\xed\xa0\x80\",\"timings\":{\"prompt_n\":1}}",  // a surrogate
-        "{\"content\":\"a\tb\",\"timings\":{\"prompt_n\":1}}",        // raw control char
-        R"({"content":"\ud800","timings":{"prompt_n":1}})",          // lone surrogate escape
+        "{\"content\":\"a\tb\",\"timings\":{\"prompt_n\":1}}",          // raw control char
+        R"({"content":"\ud800","timings":{"prompt_n":1}})",             // lone surrogate escape
         R"({"timings":{"prompt_n":01}})",
         R"({"timings":{"prompt_n":1.}})",
         R"({"timings":{"prompt_n":1},})",

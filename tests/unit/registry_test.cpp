@@ -291,7 +291,8 @@ TEST_CASE("registry: a request waits for the slots llama-server would give it in
     reg.cancel(unrelated);
 }
 
-TEST_CASE("registry: a request whose slot could not be prepared waits for every slot with its prefix") {
+TEST_CASE(
+    "registry: a request whose slot could not be prepared waits for every slot with its prefix") {
     routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
     make_ready(reg, 1, 2);
     const auto now = routing::clock::now();
@@ -352,8 +353,8 @@ TEST_CASE("registry: a tenant-scoped preview sees no other tenant's prompt, hit 
     const auto now = routing::clock::now();
     const auto fp = document('a');
     // Tenant a's request fills a slot with its document.
-    auto t = reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends,
-                         true, "a");
+    auto t =
+        reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends, true, "a");
     REQUIRE(t.p.slot);
     reg.complete(t, &fp, stats(0, 2000), now);
     const std::string a = "a", b = "b";
@@ -375,7 +376,9 @@ TEST_CASE("registry: a tenant-scoped preview sees no other tenant's prompt, hit 
     CHECK(reg.preview(&fp, "", now, &b).why == routing::route::miss_new_prefix);
 }
 
-TEST_CASE("registry: under isolation another tenant's slot is no hit, and a victim only after empty ones") {
+TEST_CASE(
+    "registry: under isolation another tenant's slot is no hit, and a victim only after empty "
+    "ones") {
     routing::planner_settings settings;
     settings.scratch_slot = false;
     routing::registry reg({"b"}, settings);
@@ -399,15 +402,15 @@ TEST_CASE("registry: under isolation another tenant's slot is no hit, and a vict
     const auto preview = reg.preview(&fp, "", now, &b, true);
     CHECK(preview.why == routing::route::miss_new_prefix);
     CHECK(preview.expected_cached_tokens == 0);
-    auto tb = reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends,
-                          true, "b", true);
+    auto tb = reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends, true,
+                          "b", true);
     CHECK(tb.p.why == routing::route::miss_new_prefix);
     REQUIRE(tb.p.slot);
     CHECK(*tb.p.slot != a_slot);
     reg.complete(tb, &fp, stats(0, 2000), now);
     // Without isolation b's request reuses a's slot (the text is b's own, sent again).
-    auto shared = reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends,
-                              true, "c");
+    auto shared =
+        reg.reserve(&fp, "", fp.total_bytes, now, true, routing::registry::all_backends, true, "c");
     CHECK(shared.p.why == routing::route::hit);
     reg.release(shared);
 }
@@ -505,7 +508,8 @@ TEST_CASE("registry: a floating request seen running on its planned slot leaves 
     CHECK(*after.slot == planned);
 }
 
-TEST_CASE("registry: a slot whose answer just ended is no proof that a floating request runs there") {
+TEST_CASE(
+    "registry: a slot whose answer just ended is no proof that a floating request runs there") {
     routing::registry reg({"b"}, routing::planner_settings{.scratch_slot = false});
     make_ready(reg, 1, 2);
     const auto now = routing::clock::now();
@@ -554,7 +558,9 @@ TEST_CASE("registry: a reservation moves only to an idle slot nobody holds") {
     f.reg.cancel(other);
 }
 
-TEST_CASE("registry: a higher slot's request waiting for its turn is ahead when it does not wait for this one") {
+TEST_CASE(
+    "registry: a higher slot's request waiting for its turn is ahead when it does not wait for "
+    "this one") {
     one_backend f(2);
     auto low = f.reg.reserve(&f.a, "", f.a.total_bytes, f.now);
     auto high = f.reg.reserve(&f.a, "", f.a.total_bytes, f.now);

@@ -1,11 +1,12 @@
 // What a config reload keeps, retires and adds (config/reload).
+#include "config/reload.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <memory>
 #include <thread>
 
-#include "config/reload.hpp"
 #include "config/source.hpp"
 
 namespace warmslot::config {

@@ -3,14 +3,14 @@
 // or the deadline passes.
 #include "cache/replica_file.hpp"
 
-#include "slot_file_fixtures.hpp"
-
 #include <doctest/doctest.h>
 
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "slot_file_fixtures.hpp"
 
 using namespace warmslot::cache;
 using namespace slot_file_fixtures;

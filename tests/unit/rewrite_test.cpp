@@ -176,7 +176,8 @@ TEST_CASE("rewrite: unmarked volatile lines cost what they cost in the system pr
     settings.volatile_presets.push_back("billing_header");
     settings.volatile_mark = false;
     const rw::compiled_rules rules(settings);
-    const std::string billing = "x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli;";
+    const std::string billing =
+        "x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli;";
     struct row {
         std::string name;
         json body;
@@ -185,7 +186,8 @@ TEST_CASE("rewrite: unmarked volatile lines cost what they cost in the system pr
     };
     const std::vector<row> rows = {
         {"array of parts: the lines, each on a line of its own, as a first part",
-         chat({msg("system", json::array({part(billing), part("You are terse.\nDate: 2026-12-02\n")})),
+         chat({msg("system",
+                   json::array({part(billing), part("You are terse.\nDate: 2026-12-02\n")})),
                msg("user", json::array({part("Fix the build.")}))}),
          "You are terse.\n", billing + "\nDate: 2026-12-02\nFix the build."},
         {"string: a blank line between the lines and the question",
@@ -205,7 +207,8 @@ TEST_CASE("rewrite: unmarked volatile lines cost what they cost in the system pr
         // that had none there (the billing block) and the blank line of a string question.
         const auto before = text_of(r.body["messages"][0]["content"]).size() +
                             text_of(r.body["messages"][1]["content"]).size();
-        const auto after = text_of(messages[0]["content"]).size() + text_of(messages.back()["content"]).size();
+        const auto after =
+            text_of(messages[0]["content"]).size() + text_of(messages.back()["content"]).size();
         CHECK(after <= before + 2);
     }
 }
@@ -219,12 +222,18 @@ TEST_CASE("rewrite: a moved billing line has its per-request hash blanked as lla
     for (const char* hash : {"a1b2c", "9f8e7"}) {
         CAPTURE(hash);
         const std::string line =
-            std::string("x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli; cch=") + hash + ";";
+            std::string(
+                "x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli; cch=") +
+            hash + ";";
         rw::memory mem(1 << 20);
-        const auto out = rw::rewrite_chat(
-            rules, mem, chat({msg("system", json::array({part(line), part("You are terse.")})), msg("user", "Hi")}));
+        const auto out =
+            rw::rewrite_chat(rules, mem,
+                             chat({msg("system", json::array({part(line), part("You are terse.")})),
+                                   msg("user", "Hi")}));
         const auto user = text_of(out.body["messages"].back()["content"]);
-        CHECK(user == "x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli; cch=fffff;\n\nHi");
+        CHECK(user ==
+              "x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli; "
+              "cch=fffff;\n\nHi");
         if (!seen.empty()) CHECK(user == seen);  // two requests' lines are one
         seen = user;
     }
@@ -374,12 +383,11 @@ TEST_CASE("rewrite: presets match in any case, patterns as written") {
     settings.volatile_presets = {"date"};
     settings.volatile_patterns = {"^Session: "};
     const rw::compiled_rules rules(settings);
-    const std::vector<std::pair<std::string, bool>> rows = {
-        {"CURRENT DATE: 2026-11-29", true},
-        {"current date: 2026-11-29", true},
-        {"Session: 42", true},
-        {"SESSION: 42", false},
-        {"The Session: 42", false}};
+    const std::vector<std::pair<std::string, bool>> rows = {{"CURRENT DATE: 2026-11-29", true},
+                                                            {"current date: 2026-11-29", true},
+                                                            {"Session: 42", true},
+                                                            {"SESSION: 42", false},
+                                                            {"The Session: 42", false}};
     for (const auto& row : rows) {
         CAPTURE(row.first);
         std::vector<std::string> taken;
@@ -783,9 +791,11 @@ TEST_CASE("rewrite: a coding agent's first request and its next one lose the sam
     settings.volatile_presets = {"date", "billing_header"};
     const rw::compiled_rules rules(settings);
     rw::memory mem(1 << 20);
-    const auto system = msg("system", "x-anthropic-billing-header: cc_version=2.1.332.6c4;\n"
-                                      "You are an agent.\nToday's date is 2026-12-02.\n");
-    const auto first = send(rules, mem, chat({system, msg("user", "question"), msg("system", "agents")}));
+    const auto system = msg("system",
+                            "x-anthropic-billing-header: cc_version=2.1.332.6c4;\n"
+                            "You are an agent.\nToday's date is 2026-12-02.\n");
+    const auto first =
+        send(rules, mem, chat({system, msg("user", "question"), msg("system", "agents")}));
     const auto next = send(rules, mem,
                            chat({system, msg("user", "question"), msg("system", "agents"),
                                  msg("assistant", "reading"), msg("user", "tool result")}));
@@ -802,20 +812,25 @@ TEST_CASE("rewrite: a coding agent's first request and its next one lose the sam
 
     // An Anthropic client marks its newest message with cache_control: the question is the
     // same turn once the marker moved on.
-    const json marked = json::array({{{"type", "text"}, {"text", "question"},
-                                      {"cache_control", {{"type", "ephemeral"}}}}});
+    const json marked = json::array(
+        {{{"type", "text"}, {"text", "question"}, {"cache_control", {{"type", "ephemeral"}}}}});
     const json unmarked = json::array({{{"type", "text"}, {"text", "question"}}});
     rw::memory mem2(1 << 20);
-    const json agents_marked = {{"role", "system"},
-                                {"content", json::array({{{"type", "text"}, {"text", "agents"},
-                                                          {"cache_control", {{"type", "ephemeral"}}}}})}};
+    const json agents_marked = {
+        {"role", "system"},
+        {"content", json::array({{{"type", "text"},
+                                  {"text", "agents"},
+                                  {"cache_control", {{"type", "ephemeral"}}}}})}};
     const json agents = {{"role", "system"},
                          {"content", json::array({{{"type", "text"}, {"text", "agents"}}})}};
-    const auto a = send(rules, mem2,
-                        chat({system, {{"role", "user"}, {"content", marked}}, agents_marked}));
+    const auto a =
+        send(rules, mem2, chat({system, {{"role", "user"}, {"content", marked}}, agents_marked}));
     const auto b = send(rules, mem2,
-                        chat({system, {{"role", "user"}, {"content", unmarked}}, agents,
-                              msg("assistant", "reading"), msg("user", "tool result")}));
+                        chat({system,
+                              {{"role", "user"}, {"content", unmarked}},
+                              agents,
+                              msg("assistant", "reading"),
+                              msg("user", "tool result")}));
     CHECK(b.applied.back() == "turn_notes=1");
     CHECK(b.body["messages"].back() == msg("user", "tool result"));
     CHECK(a.body["messages"][2]["content"][0] == b.body["messages"][2]["content"][0]);

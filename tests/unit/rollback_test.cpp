@@ -1,9 +1,9 @@
 // Restore or roll back: the choice and what it learns, as tables.
+#include "cache/rollback.hpp"
+
 #include <doctest/doctest.h>
 
 #include <string>
-
-#include "cache/rollback.hpp"
 
 using namespace warmslot::cache;
 
@@ -17,7 +17,9 @@ TEST_CASE("restore when the rollback's recomputation costs more than reading the
         {"nothing learned: a rollback is free", {0, 1000, 8'000'000, 800e6}, false},
         {"a few tokens: below the floor", {31, 10, 1000, 1e9}, false},
         {"the whole document on a fast disk", {7000, 1500, 8'000'000, 800e6}, true},
-        {"slow disk, fast prefill: rolling back is cheaper", {520, 5000, 4'000'000'000, 200e6}, false},
+        {"slow disk, fast prefill: rolling back is cheaper",
+         {520, 5000, 4'000'000'000, 200e6},
+         false},
         {"equal costs within the margin: kept", {1000, 1000, 1'000'000'000, 1.1e9}, false},
         {"unknown restore speed: an assumed 500 MB/s", {2000, 1000, 100'000'000, 0}, true},
         {"unknown restore speed, huge file", {2000, 1000, 5'000'000'000, 0}, false},
@@ -31,8 +33,9 @@ TEST_CASE("restore when the rollback's recomputation costs more than reading the
     const auto c = choose_restore_or_rollback({7000, 1400, 8'000'000, 800e6});
     CHECK(c.rollback_seconds == doctest::Approx(5.0));
     CHECK(c.restore_seconds == doctest::Approx(0.01));
-    CHECK(c.why == "a rollback recomputes ~7000 prefix tokens, 5.000 s at 1400 tokens/s; the file "
-                   "(8.0 MB) restores in 0.010 s at 800 MB/s");
+    CHECK(c.why ==
+          "a rollback recomputes ~7000 prefix tokens, 5.000 s at 1400 tokens/s; the file "
+          "(8.0 MB) restores in 0.010 s at 800 MB/s");
 }
 
 TEST_CASE("what a rollback recomputed is learned per prefix, and per backend for new prefixes") {
@@ -86,9 +89,9 @@ TEST_CASE("restore speed: measured, else the file's save speed, else unknown") {
 
 TEST_CASE("rollback prior: a hybrid model without context checkpoints recomputes all of P") {
     CHECK(rollback_prior(true, 0L) == 1.0);
-    CHECK_FALSE(rollback_prior(true, 8L));           // checkpoints: learned
+    CHECK_FALSE(rollback_prior(true, 8L));            // checkpoints: learned
     CHECK_FALSE(rollback_prior(true, std::nullopt));  // the server's default (8): learned
-    CHECK_FALSE(rollback_prior(false, 0L));          // a plain transformer cuts anywhere
+    CHECK_FALSE(rollback_prior(false, 0L));           // a plain transformer cuts anywhere
     rollback_memory m;
     // Nothing learned: the prior decides, and it makes a restore the choice at once.
     CHECK(m.expected_overshoot("d", 12000, rollback_prior(true, 0L)) == 12000);

@@ -59,7 +59,8 @@ TEST_CASE("router calls: which of warmslot's calls must not load a model") {
 
 TEST_CASE("router calls: the model in the query, percent-encoded, once") {
     const auto m = member("org/model:Q4 x");
-    CHECK(up::router_target(m, "/slots", true) == "/slots?model=org%2Fmodel%3AQ4%20x&autoload=false");
+    CHECK(up::router_target(m, "/slots", true) ==
+          "/slots?model=org%2Fmodel%3AQ4%20x&autoload=false");
     CHECK(up::router_target(m, "/slots/0?action=save", true) ==
           "/slots/0?action=save&model=org%2Fmodel%3AQ4%20x&autoload=false");
     CHECK(up::router_target(m, "/props", false) == "/props?model=org%2Fmodel%3AQ4%20x");
@@ -107,9 +108,10 @@ TEST_CASE("router calls: a model's state in the router's GET /models") {
 }
 
 TEST_CASE("config: a router entry is one backend per model") {
-    const auto c = parse("backends:\n  - name: gpu\n    url: http://127.0.0.1:8080\n"
-                         "    router: true\n    models: [tiny-llama, org/m:Q4]\n"
-                         "    slot_save_path: /var/slots\n  - name: other\n    url: http://h:2\n");
+    const auto c = parse(
+        "backends:\n  - name: gpu\n    url: http://127.0.0.1:8080\n"
+        "    router: true\n    models: [tiny-llama, org/m:Q4]\n"
+        "    slot_save_path: /var/slots\n  - name: other\n    url: http://h:2\n");
     REQUIRE(c.backends.size() == 3);
     CHECK(c.backends[0].name == "gpu.tiny-llama");
     CHECK(c.backends[0].router == "gpu");
@@ -123,10 +125,12 @@ TEST_CASE("config: a router entry is one backend per model") {
     CHECK(c.backends[0].min_residency == std::chrono::seconds(30));
     CHECK(c.backends[2].router.empty());
     CHECK(c.backends[2].router_model.empty());
-    const auto quick = parse("backends:\n  - {name: r, url: 'http://h:1', router: true, models: [x],"
-                             " min_residency: 0s}\n");
+    const auto quick = parse(
+        "backends:\n  - {name: r, url: 'http://h:1', router: true, models: [x],"
+        " min_residency: 0s}\n");
     CHECK(quick.backends[0].min_residency.count() == 0);
-    const auto off = parse("backends:\n  - {name: a, url: 'http://h:1', router: false, models: [x]}\n");
+    const auto off =
+        parse("backends:\n  - {name: a, url: 'http://h:1', router: false, models: [x]}\n");
     REQUIRE(off.backends.size() == 1);
     CHECK(off.backends[0].router.empty());
 }
@@ -138,13 +142,14 @@ TEST_CASE("config: a router names its models and is a url") {
          "is required for a router"},
         {"backends:\n  - name: r\n    command: [llama-server]\n    router: true\n    models: [a]\n",
          "backends[0].router", 4, "only applies to a url backend"},
-        {"backends:\n  - name: r\n    url: http://h:1\n    min_residency: 5s\n", "backends[0].min_residency",
-         4, "only applies to a router (router: true)"},
+        {"backends:\n  - name: r\n    url: http://h:1\n    min_residency: 5s\n",
+         "backends[0].min_residency", 4, "only applies to a router (router: true)"},
         {"backends:\n  - name: r\n    url: http://h:1\n    router: yes please\n    models: [a]\n",
          "backends[0].router", 4, ""},
         {"backends:\n  - name: r.a\n    url: http://h:2\n  - name: r\n    url: http://h:1\n"
          "    router: true\n    models: [a]\n",
          "backends[1].name", 4, "duplicate backend name \"r.a\" (also backends[0])"},
     };
-    for (const auto& c : cases) warmslot::test::check_rejected(c, [](std::string_view y) { parse(y); });
+    for (const auto& c : cases)
+        warmslot::test::check_rejected(c, [](std::string_view y) { parse(y); });
 }

@@ -3,12 +3,7 @@
 // say. Nothing planted there is followed, written through, or allowed to stall the thread.
 // POSIX only (FIFOs, symbolic links, O_NOFOLLOW).
 #ifndef _WIN32
-#include "cache/safe_file.hpp"
-#include "cache/shared_tier.hpp"
-#include "cache/slot_file.hpp"
-
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +15,9 @@
 #include <set>
 #include <string>
 
+#include "cache/safe_file.hpp"
+#include "cache/shared_tier.hpp"
+#include "cache/slot_file.hpp"
 #include "slot_file_fixtures.hpp"
 
 using namespace warmslot::cache;
@@ -30,8 +28,8 @@ using namespace std::chrono_literals;
 namespace {
 
 struct hostile_dirs {
-    fs::path root = fs::temp_directory_path() /
-                    ("warmslot-hostile-" + std::to_string(std::random_device{}()));
+    fs::path root =
+        fs::temp_directory_path() / ("warmslot-hostile-" + std::to_string(std::random_device{}()));
     fs::path local = root / "local";
     fs::path shared = root / "shared";
     fs::path victim = root / "victim.txt";  // a file of the user warmslot runs as
@@ -96,10 +94,12 @@ TEST_CASE("shared tier: a FIFO named like a manifest or slot file never stalls t
     const auto bin_fifo = d.shared / file_name_for(e.key);
     REQUIRE(::mkfifo(bin_fifo.c_str(), 0600) == 0);
     bring_result got = bring_result::copied;
-    CHECK(returns_promptly([&] {
-        got = fetch_shared(d.shared, e, d.local / file_name_for(e.key), later(), 2000, "h2-1");
-        return 0;
-    }, bin_fifo));
+    CHECK(returns_promptly(
+        [&] {
+            got = fetch_shared(d.shared, e, d.local / file_name_for(e.key), later(), 2000, "h2-1");
+            return 0;
+        },
+        bin_fifo));
     CHECK(got == bring_result::missing);
     CHECK(returns_promptly([&] { return check_slot_file(bin_fifo, bytes.size()); }, bin_fifo));
     // The sweep lists it, and neither reads nor counts it.
@@ -137,7 +137,8 @@ TEST_CASE("shared tier: links are not followed, for reading or writing") {
     CHECK(content(d.shared / "fresh.tmp") == "new");
 }
 
-TEST_CASE("shared tier: temporary names are random; links planted under guessed ones change nothing") {
+TEST_CASE(
+    "shared tier: temporary names are random; links planted under guessed ones change nothing") {
     hostile_dirs d;
     // Links under every name the old counters would have used, for both kinds of temporary.
     const std::string key = "33cc44dd";
@@ -179,8 +180,8 @@ TEST_CASE("shared tier: reads are bounded by what the caller expects") {
     const auto e = entry("55ee66ff", bytes.size() - 1);
     write(d.shared / file_name_for(e.key), bytes);
     bool late = false;
-    CHECK_FALSE(copy_regular(d.shared / file_name_for(e.key), d.local / "copy", e.bytes, later(),
-                             late));
+    CHECK_FALSE(
+        copy_regular(d.shared / file_name_for(e.key), d.local / "copy", e.bytes, later(), late));
     CHECK_FALSE(late);
 }
 #endif

@@ -87,8 +87,8 @@ TEST_CASE("shared tier: a manifest reads back; malformed, oversized or hostile o
     CHECK_FALSE(parse_manifest(R"({"key":"../etc","identity":"x","tokens":1,"bytes":2})"));
     CHECK_FALSE(parse_manifest(R"({"key":"ab","identity":"","tokens":1,"bytes":2})"));
     CHECK_FALSE(parse_manifest(R"({"key":"ab","identity":"x","tokens":0,"bytes":2})"));
-    CHECK_FALSE(parse_manifest(
-        R"({"key":"ab","identity":"x","tokens":1,"bytes":2,"prefill_seconds":-1})"));
+    CHECK_FALSE(
+        parse_manifest(R"({"key":"ab","identity":"x","tokens":1,"bytes":2,"prefill_seconds":-1})"));
     auto big = entry("ab", 2);
     big.publisher = std::string(max_manifest_bytes, 'p');
     CHECK_FALSE(parse_manifest(manifest_text(big)));
@@ -125,7 +125,8 @@ TEST_CASE("shared tier: publish copies a file and its manifest; a fetch copies i
     CHECK(files_in(d.shared) == std::vector<std::string>{"ws-00aa.bin", "ws-00aa.json"});
 }
 
-TEST_CASE("shared tier: a manifest names its tenant; a lookup for a tenant finds only its entries") {
+TEST_CASE(
+    "shared tier: a manifest names its tenant; a lookup for a tenant finds only its entries") {
     dirs d;
     const auto bytes = state_file(10, 100);
     write(d.local / "ws-00aa.bin", bytes);

@@ -88,11 +88,11 @@ TEST_CASE("slot api: requests as llama-server takes them") {
 
     // Parts of one prompt: ids between the texts cut the answer; only a prompt's start gets BOS.
     const auto start = up::tokenize_parts_request({"a", "b"}, true, true);
-    CHECK(json::parse(start.body) == json{{"content", {"a", -1, "b"}},
-                                          {"add_special", true}, {"parse_special", true}});
+    CHECK(json::parse(start.body) ==
+          json{{"content", {"a", -1, "b"}}, {"add_special", true}, {"parse_special", true}});
     const auto later = up::tokenize_parts_request({"a", "b"}, false, false);
-    CHECK(json::parse(later.body) == json{{"content", {-1, "a", -1, "b"}},
-                                          {"add_special", false}, {"parse_special", false}});
+    CHECK(json::parse(later.body) ==
+          json{{"content", {-1, "a", -1, "b"}}, {"add_special", false}, {"parse_special", false}});
 
     const auto prime = up::prime_request(2, {1, 15, 7});
     CHECK(prime.call == up::slot_call::prime);
@@ -183,7 +183,8 @@ TEST_CASE("slot api: rendering and tokenizing answers") {
         CHECK(up::read_tokenize_answer(answered(200, r.body)).value == r.want);
     }
 
-    const auto parts = up::read_tokenize_parts_answer(answered(200, R"({"tokens":[-1,5,6,-1,-1,7]})"));
+    const auto parts =
+        up::read_tokenize_parts_answer(answered(200, R"({"tokens":[-1,5,6,-1,-1,7]})"));
     REQUIRE(parts.value);
     CHECK(*parts.value == std::vector<std::vector<int>>{{}, {5, 6}, {}, {7}});
     CHECK_FALSE(up::read_tokenize_parts_answer(answered(500, R"({"tokens":[1]})")).value);

@@ -217,7 +217,8 @@ TEST_CASE(
           std::string::npos);
 }
 
-TEST_CASE("build_status: a tenant sees its own files without keys, and no other tenant's slot sizes") {
+TEST_CASE(
+    "build_status: a tenant sees its own files without keys, and no other tenant's slot sizes") {
     auto c = two_backends();
     status::status_input in;
     in.cfg = &c;
@@ -293,7 +294,8 @@ TEST_CASE("format_status: the tables `warmslot status` prints") {
     CHECK(text.find("b: start it with -np N") != std::string::npos);
     CHECK(text.find("a/0   idle   7000    30s ago   -                      \"Manual\"") !=
           std::string::npos);
-    CHECK(text.find("a/1   busy   0       -         priming 9216/24077 4s  -") != std::string::npos);
+    CHECK(text.find("a/1   busy   0       -         priming 9216/24077 4s  -") !=
+          std::string::npos);
     CHECK(text.find("/srv: 7.8 MB of 1.0 GB") != std::string::npos);
     CHECK(text.find("ws-ab.bin  7000    7.8 MB  12.0s") != std::string::npos);
     CHECK(text.find("6990 reused") != std::string::npos);
@@ -340,7 +342,8 @@ TEST_CASE("format_status: swap groups, only when there are any") {
           std::string::npos);
 }
 
-TEST_CASE("build_status: what a slot does now, and how far; another tenant's slot shows only what") {
+TEST_CASE(
+    "build_status: what a slot does now, and how far; another tenant's slot shows only what") {
     auto c = two_backends();
     status::status_input in;
     in.cfg = &c;

@@ -9,7 +9,9 @@
 using warmslot::api::tenant_limits;
 using namespace std::chrono_literals;
 
-TEST_CASE("tenant limits: a tenant holds at most its limit in flight; others are not counted against it") {
+TEST_CASE(
+    "tenant limits: a tenant holds at most its limit in flight; others are not counted against "
+    "it") {
     tenant_limits limits;
     std::vector<tenant_limits::place> a;
     for (int i = 0; i < 2; ++i) {
@@ -48,7 +50,7 @@ TEST_CASE("tenant limits: swaps per minute in a sliding window, per tenant") {
     CHECK_FALSE(limits.take_swap("a", 2, t0 + 10s));
     const auto wait = limits.take_swap("a", 2, t0 + 20s);
     REQUIRE(wait);
-    CHECK(*wait == 40s);  // until the first falls out of the minute
+    CHECK(*wait == 40s);                              // until the first falls out of the minute
     CHECK_FALSE(limits.take_swap("b", 2, t0 + 20s));  // b is not charged for a's swaps
     CHECK(limits.take_swap("a", 2, t0 + 59s));
     CHECK_FALSE(limits.take_swap("a", 2, t0 + 60s));  // the first is a minute old

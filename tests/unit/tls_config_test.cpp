@@ -34,8 +34,8 @@ TEST_CASE("config: bad tls settings are refused") {
         {backends + "tls:\n  key_file: /k.pem\n", "tls.cert_file", 5, "is required"},
         {backends + "tls:\n  cert_file: c.pem\n  key_file: /k.pem\n", "tls.cert_file", 5,
          "must be an absolute file path"},
-        {backends + "tls:\n  cert_file: /c.pem\n  key_file: /k.pem\n  ciphers: x\n",
-         "tls.ciphers", 7, "unknown key"},
+        {backends + "tls:\n  cert_file: /c.pem\n  key_file: /k.pem\n  ciphers: x\n", "tls.ciphers",
+         7, "unknown key"},
         {backends + "tls: /c.pem\n", "tls", 4, "expected a map"},
     };
     for (const auto& c : cases) {

@@ -1,4 +1,6 @@
 // Token-prefix keys and the split points learned from traffic, as tables.
+#include "cache/token_key.hpp"
+
 #include <doctest/doctest.h>
 
 #include <numeric>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "cache/split_points.hpp"
-#include "cache/token_key.hpp"
 
 using namespace warmslot::cache;
 
@@ -36,8 +37,8 @@ TEST_CASE("the key of a prefix depends on exactly its tokens and the identity") 
     REQUIRE(b.blocks().size() == 800 / token_block);
     for (std::size_t n : {1u, 63u, 64u, 65u, 128u, 299u, 300u}) {
         CAPTURE(n);
-        CHECK(a.key_at(n) == b.key_at(n));       // the same first n tokens
-        CHECK(a.key_at(n) != other.key_at(n));   // another model's file never matches
+        CHECK(a.key_at(n) == b.key_at(n));      // the same first n tokens
+        CHECK(a.key_at(n) != other.key_at(n));  // another model's file never matches
     }
     CHECK(a.key_at(301) != b.key_at(301));
     CHECK(a.key_at(340) != b.key_at(340));
@@ -78,10 +79,14 @@ TEST_CASE("split points: where prompts that go on differently part ways") {
         {"the same prompt again: no continuation parts from it", {session1}, session1, 0},
         {"the next turn of one conversation extends it: no split", {session1}, turn2, 0},
         {"two sessions part after the system prompt", {session1}, session2, 10},
-        {"a third session passes the learned point", {session1, session2},
-         cat(system, run(400'000, 200)), 10},
+        {"a third session passes the learned point",
+         {session1, session2},
+         cat(system, run(400'000, 200)),
+         10},
         {"a prompt that stops within a block of the point: no split",
-         {session1}, cat(system, run(500'000, 100)), 0},
+         {session1},
+         cat(system, run(500'000, 100)),
+         0},
         {"nothing in common", {session1}, run(900'000, 2000), 0},
     };
     for (const auto& r : rows) {
@@ -107,14 +112,17 @@ TEST_CASE("split points are per identity, bounded, and learned from files too") 
     // at most 4 prompts remembered.
     for (int i = 0; i < 10; ++i) {
         const auto shared = run(50'000 + i * 10'000, 640);
-        sp.observe("c", token_chain("c", cat(shared, run(1'000'000 + i * 5000, 300))).blocks(), now++);
-        sp.observe("c", token_chain("c", cat(shared, run(2'000'000 + i * 5000, 300))).blocks(), now++);
+        sp.observe("c", token_chain("c", cat(shared, run(1'000'000 + i * 5000, 300))).blocks(),
+                   now++);
+        sp.observe("c", token_chain("c", cat(shared, run(2'000'000 + i * 5000, 300))).blocks(),
+                   now++);
     }
     CHECK(sp.points("c") == 3);
     // A file's end is a point: a prompt that passes it finds it.
     const token_chain file("d", run(7, 64 * 40));
     sp.add("d", file.blocks()[29], 30, now++);
-    CHECK(sp.longest_passed("d", token_chain("d", cat(run(7, 64 * 30), run(1, 10))).blocks()) == 30);
+    CHECK(sp.longest_passed("d", token_chain("d", cat(run(7, 64 * 30), run(1, 10))).blocks()) ==
+          30);
     CHECK(sp.longest_passed("d", token_chain("d", run(7, 64 * 29)).blocks()) == 0);
 }
 
@@ -131,7 +139,8 @@ TEST_CASE("split points: observe reports the points it makes, once") {
     CHECK(made[0].hash == second.blocks()[9]);
     made.clear();
     // A third session passes the same point: nothing new to keep.
-    CHECK(sp.observe("m", token_chain("m", cat(system, run(30'000, 500))).blocks(), 3, &made) == 10);
+    CHECK(sp.observe("m", token_chain("m", cat(system, run(30'000, 500))).blocks(), 3, &made) ==
+          10);
     CHECK(made.empty());
 }
 
@@ -145,9 +154,11 @@ TEST_CASE("key_scope: under isolation a tenant's keys are its own") {
     CHECK(shared.key_at(150) == warmslot::cache::token_chain("model-x", tokens).key_at(150));
     CHECK(of_a.key_at(150) != of_b.key_at(150));
     CHECK(of_a.key_at(150) != shared.key_at(150));
-    CHECK(of_a.key_at(150) == warmslot::cache::token_chain(warmslot::cache::key_scope("model-x", &a), tokens).key_at(150));
+    CHECK(of_a.key_at(150) ==
+          warmslot::cache::token_chain(warmslot::cache::key_scope("model-x", &a), tokens)
+              .key_at(150));
     // The default tenant under isolation is not the unscoped chain either.
     const std::string none;
-    CHECK(warmslot::cache::token_chain(warmslot::cache::key_scope("model-x", &none), tokens).key_at(150) !=
-          shared.key_at(150));
+    CHECK(warmslot::cache::token_chain(warmslot::cache::key_scope("model-x", &none), tokens)
+              .key_at(150) != shared.key_at(150));
 }

@@ -1,12 +1,12 @@
 // A prompt's tokens by parts: where prompts are cut, which texts may be special tokens, and the
 // memory of parts' tokens, as tables.
+#include "cache/token_parts.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include "cache/token_parts.hpp"
 
 using namespace warmslot::cache;
 
@@ -48,8 +48,8 @@ TEST_CASE("parts start before markers once the part before is long enough") {
 
 TEST_CASE("a candidate is special when parsing makes it one token that plain text does not") {
     CHECK(is_special({151644}, {27, 91, 318, 4906, 91, 29}));
-    CHECK_FALSE(is_special({27, 91}, {27, 91}));    // not one token
-    CHECK_FALSE(is_special({1029}, {1029}));        // a plain word of the vocabulary
+    CHECK_FALSE(is_special({27, 91}, {27, 91}));  // not one token
+    CHECK_FALSE(is_special({1029}, {1029}));      // a plain word of the vocabulary
     CHECK_FALSE(is_special({}, {}));
 }
 
@@ -61,7 +61,8 @@ TEST_CASE("judged candidates are remembered and bounded") {
     p.judge("<a>", false);  // judged once
     CHECK(p.markers() == std::vector<std::string>{"<a>"});
     CHECK(p.unjudged("<a> <b> <c>", 16) == std::vector<std::string>{"<c>"});
-    for (std::size_t i = 0; i < token_parts::max_judged; ++i) p.judge("<x" + std::to_string(i) + ">", false);
+    for (std::size_t i = 0; i < token_parts::max_judged; ++i)
+        p.judge("<x" + std::to_string(i) + ">", false);
     CHECK(p.judged_full());
     CHECK(p.unjudged("<new>", 16).empty());
 }

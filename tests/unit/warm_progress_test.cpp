@@ -1,12 +1,13 @@
 // The progress of a warm-up: its events both ways, the slot's token count read from GET /slots,
 // and the line `warmslot warm` prints.
+#include "api/warm_progress.hpp"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "api/admin.hpp"
-#include "api/warm_progress.hpp"
 
 using warmslot::api::warm_progress;
 
@@ -19,10 +20,9 @@ TEST_CASE("warm progress: the event reads back as written; anything else is no p
     CHECK(back->total == 12058);
     CHECK(back->backend == "gpu-0");
     CHECK(back->slot == 1);
-    for (const char* bad : {R"([])", R"({})", R"({"phase":"prefill","done":1})",
-                            R"({"phase":"","done":1,"total":2})",
-                            R"({"phase":"save","done":-1,"total":2})",
-                            R"({"phase":"save","done":"1","total":2})"}) {
+    for (const char* bad :
+         {R"([])", R"({})", R"({"phase":"prefill","done":1})", R"({"phase":"","done":1,"total":2})",
+          R"({"phase":"save","done":-1,"total":2})", R"({"phase":"save","done":"1","total":2})"}) {
         INFO(bad);
         CHECK_FALSE(warmslot::api::warm_progress_of(nlohmann::json::parse(bad)));
     }
@@ -42,23 +42,28 @@ TEST_CASE("warm progress: a slot's tokens from llama-server's GET /slots") {
 
 TEST_CASE("warm progress: the printed line") {
     using warmslot::api::progress_line;
-    CHECK(progress_line({"prefill", 4096, 12058, "b", 0}, 0) == "prefill  4096 / 12058 tokens  33%");
+    CHECK(progress_line({"prefill", 4096, 12058, "b", 0}, 0) ==
+          "prefill  4096 / 12058 tokens  33%");
     CHECK(progress_line({"prefill", 4096, 12058, "b", 0}, 800) ==
           "prefill  4096 / 12058 tokens  33%  800 tokens/s  10 s left");
-    CHECK(progress_line({"save", 12058, 12058, "b", 0}, 800) == "save     12058 / 12058 tokens  100%");
+    CHECK(progress_line({"save", 12058, 12058, "b", 0}, 800) ==
+          "save     12058 / 12058 tokens  100%");
     // More done than the total (a count read late) shows the total; no total, no percent.
-    CHECK(progress_line({"prefill", 13000, 12058, "b", 0}, 0) == "prefill  12058 / 12058 tokens  100%");
+    CHECK(progress_line({"prefill", 13000, 12058, "b", 0}, 0) ==
+          "prefill  12058 / 12058 tokens  100%");
     CHECK(progress_line({"prefill", 0, 0, "b", 0}, 0) == "prefill  0 / 0 tokens  0%");
 }
 
 TEST_CASE("parse_warm_args: --quiet and --json take no value") {
-    const auto ok = warmslot::api::parse_warm_args({"--model", "m", "--quiet", "--doc", "a", "--json"});
+    const auto ok =
+        warmslot::api::parse_warm_args({"--model", "m", "--quiet", "--doc", "a", "--json"});
     REQUIRE(std::holds_alternative<warmslot::api::warm_args>(ok));
     const auto& a = std::get<warmslot::api::warm_args>(ok);
     CHECK(a.quiet);
     CHECK(a.json);
     CHECK(a.doc_files == std::vector<std::string>{"a"});
-    const auto plain = std::get<warmslot::api::warm_args>(warmslot::api::parse_warm_args({"--model", "m", "--doc", "a"}));
+    const auto plain = std::get<warmslot::api::warm_args>(
+        warmslot::api::parse_warm_args({"--model", "m", "--doc", "a"}));
     CHECK_FALSE(plain.quiet);
     CHECK_FALSE(plain.json);
 }
