@@ -251,8 +251,8 @@ TEST_CASE(
     w.fake.script_slots({busy, busy, busy, busy});
     // The monitor has read a busy answer and told the registry (the fake's answer alone may be
     // still on its way to it).
-    REQUIRE(eventually([&] { return w.proxy.status()["backends"][0]["slots"][0]["state"] == "busy"; },
-                       3s));
+    REQUIRE(eventually(
+        [&] { return w.proxy.status()["backends"][0]["slots"][0]["state"] == "busy"; }, 3s));
 
     const auto r = w.proxy.chat(chat_body(doc, "While it is busy?"));
     CAPTURE(r.head());
