@@ -38,7 +38,7 @@ auto within(net::any_io_executor work_ex, F f, std::chrono::steady_clock::time_p
     -> awaitable<std::optional<decltype(f())>> {
     using T = decltype(f());
     struct state {
-        explicit state(net::any_io_executor ex) : executor(ex), timer(std::move(ex)) {}
+        explicit state(net::any_io_executor ex) : executor(ex), timer(ex) {}
         net::any_io_executor executor;
         net::steady_timer timer;
         std::mutex mu;
