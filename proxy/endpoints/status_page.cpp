@@ -11,12 +11,6 @@
 namespace warmslot::endpoints {
 namespace {
 
-std::int64_t unix_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
 std::vector<status::disk_dir> disk_dirs(const config::config& cfg,
                                         std::vector<tier::disk_listing> listed) {
     std::vector<status::disk_dir> out;
@@ -46,7 +40,7 @@ awaitable<answer> status_json(sources s, const status::activity& activity,
     in.totals = reg.totals();
     if (s.disk) in.totals.prompt_tokens_processed += s.disk->primed_tokens_total();
     if (s.disk) in.disk = disk_dirs(*s.cfg, co_await s.disk->listing());
-    in.now_ms = unix_ms();
+    in.now_ms = status::unix_ms();
     in.now = routing::clock::now();
     in.activity = activity.view(in.now_ms, tenant);
     in.tenant = tenant;

@@ -168,7 +168,7 @@ awaitable<void> pipeline::clear_adapter_kv(upstream::pool& pool, const config::c
 awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
                                   const nlohmann::json* body) {
     forwarding f(ex, out, body, *pools_[ex.worker]);
-    const auto& cfg = *f.cfg;
+    const auto& cfg = f.cfg;
     const auto shape = out.cls.ep.shape;
     if (cfg.routing.enabled && !fans_out(body)) f.view = view_of(shape, body);
     if (f.view.fp) {
@@ -195,17 +195,16 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         co_await fail(ex, out, api::error_kind::not_found, std::move(message));
         co_return;
     }
-    send_result last;
     {
         const watch_list::entry watched(*watches_[ex.worker], *ex.client, f.st);
-        last = co_await run_rounds(f);
+        co_await run_rounds(f);
     }
     out.client_gone = f.st.client_gone && !f.st.answered;
     if (f.st.client_gone) {
         ex.keep_alive = false;
         co_return;
     }
-    if (!f.st.headers_sent) co_await fail_unsent(f, last);
+    if (!f.st.headers_sent) co_await fail_unsent(f);
 }
 
 // A new plan for the request on what the registry believes now. `allow_wait`: it may wait for
@@ -216,14 +215,14 @@ routing::ticket pipeline::plan_now(forwarding& f, bool allow_wait) {
     // Backends the registry added by a reload after this request took its config are not
     // candidates: the request's backend list is the one it indexes.
     return reg_.reserve(
-        fp ? &*fp : nullptr, f.model, bytes, clock::now(), allow_wait, f.cfg->backends.size(),
-        f.takes_slot, f.out.caller ? f.out.caller->tenant : std::string(), f.cfg->cache.isolated());
+        fp ? &*fp : nullptr, f.model, bytes, clock::now(), allow_wait, f.cfg.backends.size(),
+        f.takes_slot, f.out.caller ? f.out.caller->tenant : std::string(), f.cfg.cache.isolated());
 }
 
 // Supervised backends that could serve the request are started first (only those are started
 // on demand). False: the request ended here (its client left, or it was answered an error).
 awaitable<bool> pipeline::admit(forwarding& f, admission& admitted) {
-    const auto& cfg = *f.cfg;
+    const auto& cfg = f.cfg;
     const bool any_supervised =
         std::any_of(cfg.backends.begin(), cfg.backends.end(),
                     [](const config::backend& b) { return b.supervised(); });
@@ -249,7 +248,7 @@ awaitable<bool> pipeline::admit(forwarding& f, admission& admitted) {
 
 // Before the first plan: what the backends' slots hold is made known where it may have changed.
 awaitable<void> pipeline::ready_backends(forwarding& f) {
-    const auto& cfg = *f.cfg;
+    const auto& cfg = f.cfg;
     const std::size_t known = cfg.backends.size();
     // A backend that may have fallen asleep since its last check (llama-server
     // --sleep-idle-seconds empties its slots) is checked first: the request is then planned on
@@ -273,25 +272,24 @@ awaitable<void> pipeline::ready_backends(forwarding& f) {
 
 // The request's rounds: wait for its slot if the plan says so, send, and after a sign of a
 // restart check the backend and plan again.
-awaitable<send_result> pipeline::run_rounds(forwarding& f) {
+awaitable<void> pipeline::run_rounds(forwarding& f) {
     auto& t = f.r;
-    const auto& cfg = *f.cfg;
-    send_result last;
+    const auto& cfg = f.cfg;
     for (int round = 0; !f.st.client_gone; ++round) {
         if (t->p.why == routing::route::wait_hit) {
             const auto start = clock::now();
             if (!co_await wait_for_slot(cfg, *t, f.st)) {
                 t.release();  // never took the slot: nothing is known of it but the wait
-                if (f.st.client_gone) co_return last;
+                if (f.st.client_gone) co_return;
                 t = routing::reservation(reg_, plan_now(f, false));
             }
             f.waited_ms = elapsed_ms(start);
         }
         const auto held = co_await hold_until_idle(f);
-        if (held == hold_end::client_gone) co_return last;
+        if (held == hold_end::client_gone) co_return;
         if (held == hold_end::no_slot) break;
-        last = co_await send(f, round == 0);
-        if (last.what == send_result::end::answered) co_return last;
+        const auto last = co_await send(f, round == 0);
+        if (last.what == send_result::end::answered) co_return;
         if (last.what == send_result::end::failed || f.st.client_gone) break;
         // The planned backend may have restarted: what its slots hold is checked before the
         // request is planned again (and its prefix restored from disk). Nothing reached the
@@ -304,11 +302,10 @@ awaitable<send_result> pipeline::run_rounds(forwarding& f) {
             t.cancel();
         }
         co_await await_checks(cfg, last.backend->id(), f.st, f.out, "restart check");
-        if (f.st.client_gone) co_return last;  // planned for nobody: nothing to end
+        if (f.st.client_gone) co_return;  // planned for nobody: nothing to end
         t = routing::reservation(reg_, plan_now(f, true));
     }
     t.end();  // forgets what the slot holds only when the request may have reached it
-    co_return last;
 }
 
 // No idle slot means llama-server's queue, which hands the request the first slot to free up,
@@ -318,7 +315,7 @@ awaitable<send_result> pipeline::run_rounds(forwarding& f) {
 // routing.max_wait, and then into llama-server's queue.
 awaitable<hold_end> pipeline::hold_until_idle(forwarding& f) {
     auto& t = f.r;
-    const auto& cfg = *f.cfg;
+    const auto& cfg = f.cfg;
     const bool isolated = cfg.cache.isolated();
     if (!cfg.routing.enabled || !f.takes_slot || !f.view.fp || t->p.backend < 0 || t->p.slot ||
         !(isolated || t->p.why == routing::route::miss_slot_busy)) {
@@ -341,14 +338,14 @@ awaitable<hold_end> pipeline::hold_until_idle(forwarding& f) {
 }
 
 // The error answer of a request that got none from a backend.
-awaitable<void> pipeline::fail_unsent(forwarding& f, const send_result& last) {
+awaitable<void> pipeline::fail_unsent(forwarding& f) {
     if (f.st.isolation_wait_failed) {
         co_await fail(f.ex, f.out, api::error_kind::backend_unavailable,
                       "no slot came free within routing.max_wait; tenant isolation keeps "
                       "requests out of llama-server's queue");
         co_return;
     }
-    const auto error = last.what == send_result::end::failed ? last.backend_error : f.st.last_error;
+    const auto& error = f.st.last_error;  // the last backend tried
     // Built before the co_await: g++ 12 mishandles temporaries of a conditional expression
     // inside a co_await (they are destroyed twice).
     const bool timeout = error == beast::error::timeout;

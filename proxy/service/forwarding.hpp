@@ -51,15 +51,15 @@ class backend_ref {
 
 struct forwarding {
     forwarding(http_server::exchange& e, outcome& o, const nlohmann::json* b, upstream::pool& p)
-        : ex(e), out(o), cfg(o.cfg), body(b), pool(p) {}
+        : ex(e), out(o), cfg(*o.cfg), body(b), pool(p) {}
     forwarding(const forwarding&) = delete;
     forwarding& operator=(const forwarding&) = delete;
 
     http_server::exchange& ex;
     outcome& out;
-    // The config this request runs under, taken once when it arrived: every step reads this
-    // one, never the live config, so a reload meanwhile cannot show it two snapshots.
-    config::snapshot cfg;
+    // The config this request runs under (outcome::cfg, taken once when it arrived): every
+    // step reads this one, never the live config, so a reload meanwhile cannot show it two.
+    const config::config& cfg;
     const nlohmann::json* body;  // the parsed JSON body; null for other bodies
     upstream::pool& pool;        // the worker's
     prompt_view view;
@@ -108,7 +108,9 @@ enum class hold_end {
 // Where a step of a try leaves it.
 enum class try_step { go, skip, recheck, done, failed };
 
-// What became of a send over the request's candidate backends.
+// What became of a send over the request's candidate backends. What the answer was (status,
+// bytes, whether the client left) is the request's `outcome`; why the last backend failed is
+// its `forward_state::last_error`.
 struct send_result {
     enum class end {
         answered,  // an answer (or an error the backend sent) was relayed to the client
@@ -117,10 +119,6 @@ struct send_result {
     };
     end what = end::failed;
     std::optional<backend_ref> backend;  // the one answering, or the one to check
-    unsigned status = 0;                 // the answer's status (0: none)
-    std::uint64_t bytes = 0;             // body bytes the client was sent
-    bool client_gone = false;            // the client left before its answer was complete
-    error_code backend_error;            // what the last backend tried said, if it failed
 };
 
 }  // namespace warmslot::service

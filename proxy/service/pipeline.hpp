@@ -188,9 +188,9 @@ class pipeline {
     routing::ticket plan_now(forwarding& f, bool allow_wait);
     awaitable<bool> admit(forwarding& f, admission& admitted);
     awaitable<void> ready_backends(forwarding& f);
-    awaitable<send_result> run_rounds(forwarding& f);
+    awaitable<void> run_rounds(forwarding& f);
     awaitable<hold_end> hold_until_idle(forwarding& f);
-    awaitable<void> fail_unsent(forwarding& f, const send_result& last);
+    awaitable<void> fail_unsent(forwarding& f);
     awaitable<send_result> send(forwarding& f, bool may_recheck);
     awaitable<try_step> prepare_slot(forwarding& f, backend_try& bt, bool may_recheck);
     awaitable<void> prepare_prefix(forwarding& f, backend_try& bt);

@@ -10,17 +10,10 @@
 #include "api/json_parse.hpp"
 #include "endpoints/endpoints.hpp"
 #include "service/pipeline.hpp"
-#include "status/assets.hpp"
 #include "status/status.hpp"
 
 namespace warmslot::service {
 namespace {
-
-std::int64_t unix_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // The page's own calls and scrapes are not what a person looks for in the request list.
 bool recorded(std::string_view path) {
@@ -51,7 +44,7 @@ void pipeline::record(const http_server::exchange& ex, const outcome& out,
     const auto path = api::path_of(std::string_view(ex.request.target()));
     if (!cfg.dashboard.enabled || !recorded(path)) return;
     status::request_record r;
-    r.at_ms = unix_ms();
+    r.at_ms = status::unix_ms();
     r.id = ex.id;
     r.method = std::string(ex.request.method_string());
     r.path = std::string(path);

@@ -153,7 +153,7 @@ bool candidate(const routing::registry& reg, const forwarding& f, const backend_
 // round's (an earlier try's restore must not reach this answer's headers or the restore judge;
 // its priming was still done), and the headers the answer will carry.
 backend_try start_try(forwarding& f, std::size_t index, bool planned, bool disk) {
-    backend_try bt(*f.cfg, index, planned);
+    backend_try bt(f.cfg, index, planned);
     auto& out = f.out;
     const auto& t = *f.r;
     const auto& fp = f.view.fp;
@@ -182,15 +182,8 @@ backend_try start_try(forwarding& f, std::size_t index, bool planned, bool disk)
     return bt;
 }
 
-send_result result_of(const forwarding& f, send_result::end what, std::optional<backend_ref> b) {
-    send_result s;
-    s.what = what;
-    s.backend = b;
-    s.status = f.out.status;
-    s.bytes = f.out.bytes_out;
-    s.client_gone = f.st.client_gone && !f.st.answered;
-    s.backend_error = f.st.last_error;
-    return s;
+send_result result_of(send_result::end what, std::optional<backend_ref> b) {
+    return send_result{what, b};
 }
 
 }  // namespace
@@ -260,7 +253,7 @@ std::function<std::string()> pipeline::progress_source(int backend, int slot, st
 // a sign; one the disk tier's later calls met is checked in place.
 awaitable<send_result> pipeline::send(forwarding& f, bool may_recheck) {
     const auto& t = *f.r;
-    const auto& cfg = *f.cfg;
+    const auto& cfg = f.cfg;
     std::optional<std::vector<routing::backend_view>> views;
     for (std::size_t k = 0; k < cfg.backends.size() && !f.st.client_gone; ++k) {
         const auto chosen = t.p.backend < 0 ? 0 : static_cast<std::size_t>(t.p.backend);
@@ -271,14 +264,13 @@ awaitable<send_result> pipeline::send(forwarding& f, bool may_recheck) {
             starter_->used(static_cast<int>(i));  // idle_stop
         backend_try bt = start_try(f, i, planned, disk_ != nullptr);
         const auto prepared = co_await prepare_slot(f, bt, may_recheck);
-        if (prepared == try_step::recheck)
-            co_return result_of(f, send_result::end::recheck, bt.ref);
+        if (prepared == try_step::recheck) co_return result_of(send_result::end::recheck, bt.ref);
         if (prepared == try_step::skip) continue;
         const auto sent = co_await deliver(f, bt, may_recheck);
-        if (sent == try_step::done) co_return result_of(f, send_result::end::answered, bt.ref);
-        if (sent == try_step::recheck) co_return result_of(f, send_result::end::recheck, bt.ref);
+        if (sent == try_step::done) co_return result_of(send_result::end::answered, bt.ref);
+        if (sent == try_step::recheck) co_return result_of(send_result::end::recheck, bt.ref);
     }
-    co_return result_of(f, send_result::end::failed, std::nullopt);
+    co_return result_of(send_result::end::failed, std::nullopt);
 }
 
 // Everything done to the slot before the request is sent. `skip`: the slot could not be made
@@ -287,7 +279,7 @@ awaitable<try_step> pipeline::prepare_slot(forwarding& f, backend_try& bt, bool 
     auto& r = f.r;
     auto& t = *r;
     auto& out = f.out;
-    const auto& cfg = *f.cfg;
+    const auto& cfg = f.cfg;
     const auto& fp = f.view.fp;
     const auto& b = *bt.ref;
     const int i = bt.ref.id();
@@ -362,7 +354,7 @@ awaitable<void> pipeline::prepare_prefix(forwarding& f, backend_try& bt) {
     auto made_room = std::move(out.disk.unloaded);
     out.disk = co_await disk_->prepare(f.pool, t, *f.view.fp, *f.view.chat(), *bt.chain,
                                        out.caller ? out.caller->tenant : std::string(),
-                                       f.cfg->cache.save_after_answer && streamed(f.body));
+                                       f.cfg.cache.save_after_answer && streamed(f.body));
     out.disk.unloaded = std::move(made_room);
     if (progress) out.keeper->set_progress(nullptr, progress_interval);
     // A floating request expected on another slot, which shares more of its prompt.
@@ -386,7 +378,7 @@ awaitable<try_step> pipeline::deliver(forwarding& f, backend_try& bt, bool may_r
     auto& t = *r;
     auto& st = f.st;
     auto& out = f.out;
-    const auto& cfg = *f.cfg;
+    const auto& cfg = f.cfg;
     const auto& b = *bt.ref;
     const int i = bt.ref.id();
     const auto* fp = f.view.fp ? &*f.view.fp : nullptr;

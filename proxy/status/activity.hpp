@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -17,6 +18,13 @@
 #include <vector>
 
 namespace warmslot::status {
+
+// Milliseconds since the Unix epoch: the clock of the records and of their views.
+inline std::int64_t unix_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
 
 // Routes as charted: the first word of X-Warmslot-Route.
 enum class route_group { hit, miss, scratch, pass_through, other };
