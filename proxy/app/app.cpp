@@ -56,25 +56,9 @@ void setup_logging(const config::config& cfg, const run_options& options) {
     if (!options.log_file.empty()) spdlog::flush_on(spdlog::level::trace);
 }
 
-routing::planner_settings planner_settings(const config::routing_settings& r) {
-    routing::planner_settings s;
-    s.short_request_tokens = r.short_request_tokens;
-    s.long_segment_tokens = r.long_segment_tokens;
-    s.scratch_slot = r.scratch_slot;
-    s.scratch_min_slots = r.scratch_min_slots;
-    s.max_wait_seconds = std::chrono::duration<double>(r.max_wait).count();
-    return s;
-}
-
 std::size_t worker_count() {
     const unsigned hw = std::thread::hardware_concurrency();
     return std::clamp<std::size_t>(hw == 0 ? 1 : hw, 1, 4);
-}
-
-std::vector<std::string> names_of(const config::config& cfg) {
-    std::vector<std::string> names;
-    for (const auto& b : cfg.backends) names.push_back(b.name);
-    return names;
 }
 
 // A one-thread pool whose pending work can be destroyed before its owner's other members.
@@ -97,7 +81,7 @@ class runtime {
           sockets_{std::move(socket_dir)},
           src_(std::move(cfg)),
           workers_(worker_count()),
-          registry_(names_of(*src_.current()), planner_settings(src_.current()->routing)),
+          registry_(backend_names(*src_.current()), planner_settings(src_.current()->routing)),
           monitor_(src_, registry_, workers_.context(0).get_executor()),
           disk_(src_, registry_, index_thread_.get_executor(), file_thread_.get_executor()),
           pipeline_(src_, workers_, registry_, &disk_),
@@ -312,7 +296,7 @@ void runtime::reload(const char* why) {
     }
     std::vector<bool> retired;
     for (const auto& b : plan.next.backends) retired.push_back(b.retired);
-    registry_.sync(names_of(plan.next), retired, planner_settings(plan.next.routing));
+    registry_.sync(backend_names(plan.next), retired, planner_settings(plan.next.routing));
     spdlog::set_level(spdlog::level::from_str(plan.next.log.level));
     src_.publish(std::make_shared<const config::config>(std::move(plan.next)));
     disk_.sync();
@@ -362,6 +346,22 @@ void forbid_dumps() {
 }
 
 }  // namespace
+
+routing::planner_settings planner_settings(const config::routing_settings& r) {
+    routing::planner_settings s;
+    s.short_request_tokens = r.short_request_tokens;
+    s.long_segment_tokens = r.long_segment_tokens;
+    s.scratch_slot = r.scratch_slot;
+    s.scratch_min_slots = r.scratch_min_slots;
+    s.max_wait_seconds = std::chrono::duration<double>(r.max_wait).count();
+    return s;
+}
+
+std::vector<std::string> backend_names(const config::config& cfg) {
+    std::vector<std::string> names;
+    for (const auto& b : cfg.backends) names.push_back(b.name);
+    return names;
+}
 
 int run(const std::string& path, config::config cfg, const run_options& options) {
     setup_logging(cfg, options);

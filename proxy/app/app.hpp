@@ -4,8 +4,10 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
+#include "routing/planner.hpp"
 
 namespace warmslot::app {
 
@@ -29,5 +31,10 @@ int run(const std::string& path, config::config cfg, const run_options& options 
 // while no run() is ready (a service stop control during start-up) is remembered, and the next
 // run() honours it as soon as it is ready.
 void request_stop();
+
+// What the registry is given of a config, at start-up and after each reload: its backends'
+// names, and the planner's settings from `routing:`.
+std::vector<std::string> backend_names(const config::config& cfg);
+routing::planner_settings planner_settings(const config::routing_settings& r);
 
 }  // namespace warmslot::app

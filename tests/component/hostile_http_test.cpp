@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "component_config.hpp"
 #include "http/server.hpp"
 #include "routing/registry.hpp"
 #include "service/pipeline.hpp"
@@ -35,21 +36,12 @@ using clock_type = std::chrono::steady_clock;
 // --- warmslot in this process --------------------------------------------------------------
 
 config::config make_config(std::uint16_t backend_port) {
-    config::config c;
-    c.listen.port = 0;
     config::backend b;
     b.name = "stub";
     b.url = "http://127.0.0.1:" + std::to_string(backend_port);
     b.host = "127.0.0.1";
     b.port = backend_port;
-    c.backends.push_back(b);
-    c.log.access = false;
-    c.log.level = "error";
-    c.timeouts.header_read = 5s;
-    c.timeouts.body_read = 5s;
-    c.timeouts.connect = 2s;
-    c.timeouts.upstream_response = 5s;
-    c.timeouts.stream_idle = 5s;
+    auto c = testing::component_config({b});
     c.timeouts.client_idle = 30s;
     return c;
 }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "component_config.hpp"
 #include "eventually.hpp"
 #include "http/server.hpp"
 #include "routing/registry.hpp"
@@ -78,18 +79,7 @@ std::vector<std::string> backend_names(const config::config& c) {
 }
 
 config::config make_config(std::vector<config::backend> backends) {
-    config::config c;
-    c.listen.port = 0;
-    c.backends = std::move(backends);
-    c.log.access = false;
-    c.log.level = "error";
-    c.timeouts.header_read = 5s;
-    c.timeouts.body_read = 5s;
-    c.timeouts.connect = 2s;
-    c.timeouts.upstream_response = 5s;
-    c.timeouts.stream_idle = 5s;
-    c.timeouts.client_idle = 5s;
-    return c;
+    return testing::component_config(std::move(backends));
 }
 
 // No backend monitor runs here: the registry learns nothing about slots, so requests are

@@ -3,6 +3,8 @@
 #include <boost/asio/thread_pool.hpp>
 #include <random>
 
+#include "app/app.hpp"
+#include "component_config.hpp"
 #include "http/server.hpp"
 #include "monitor/monitor.hpp"
 #include "net/beast.hpp"
@@ -64,17 +66,7 @@ temp_dir::~temp_dir() {
 }
 
 config::config tier_config(std::vector<config::backend> backends, const std::string& cache_dir) {
-    config::config c;
-    c.listen.port = 0;
-    c.backends = std::move(backends);
-    c.log.access = false;
-    c.log.level = "error";
-    c.timeouts.header_read = 5s;
-    c.timeouts.body_read = 5s;
-    c.timeouts.connect = 2s;
-    c.timeouts.upstream_response = 5s;
-    c.timeouts.stream_idle = 5s;
-    c.timeouts.client_idle = 5s;
+    config::config c = component_config(std::move(backends));
     c.routing.reconcile_interval = 100ms;
     c.routing.max_wait = 3s;
     c.cache.dir = cache_dir;
@@ -95,22 +87,6 @@ config::backend backend_for(const std::string& name, const fake_llama& fake) {
 
 namespace {
 
-std::vector<std::string> names_of(const config::config& c) {
-    std::vector<std::string> names;
-    for (const auto& b : c.backends) names.push_back(b.name);
-    return names;
-}
-
-routing::planner_settings planner_of(const config::routing_settings& r) {
-    routing::planner_settings s;
-    s.short_request_tokens = r.short_request_tokens;
-    s.long_segment_tokens = r.long_segment_tokens;
-    s.scratch_slot = r.scratch_slot;
-    s.scratch_min_slots = r.scratch_min_slots;
-    s.max_wait_seconds = std::chrono::duration<double>(r.max_wait).count();
-    return s;
-}
-
 // A one-thread pool whose pending work can be destroyed before the other parts (app.cpp's).
 class one_thread : public net::thread_pool {
   public:
@@ -125,7 +101,8 @@ struct tier_proxy::parts {
     explicit parts(config::config c)
         : src(std::move(c)),
           workers(2),
-          registry(names_of(*src.current()), planner_of(src.current()->routing)),
+          registry(app::backend_names(*src.current()),
+                   app::planner_settings(src.current()->routing)),
           monitor(src, registry, workers.context(0).get_executor()),
           disk(src, registry, index_thread.get_executor(), file_thread.get_executor()),
           pipeline(src, workers, registry, &disk),
