@@ -168,11 +168,8 @@ backend reader::read_backend(const entry& e) const {
                       b.idle_stop = read_duration(v, true);
                       supervision(v);
                   }},
-                 {"start_timeout",
-                  [&](const entry& v) {
-                      b.start_timeout = read_duration(v);
-                      supervision(v);
-                  }},
+                 // A url backend's: how long requests wait for it once it stops answering.
+                 {"start_timeout", [&](const entry& v) { b.start_timeout = read_duration(v); }},
                  {"restart_backoff_max",
                   [&](const entry& v) {
                       b.restart_backoff_max = read_duration(v);

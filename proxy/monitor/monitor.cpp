@@ -1,5 +1,6 @@
 #include "monitor/monitor.hpp"
 
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@ namespace {
 
 using nlohmann::json;
 constexpr std::chrono::milliseconds call_timeout{5000};
+constexpr std::chrono::milliseconds down_interval{250};  // checks of a backend that is down
 
 std::shared_ptr<spdlog::logger> log() {
     static auto logger = util::module_logger("routing");
@@ -100,10 +102,19 @@ void monitor::start_watches() {
         st.identity.clear();
         st.base.clear();
         net::co_spawn(ex_, watch(i), net::detached);
+        net::co_spawn(ex_, sentinel(i), net::detached);
     }
 }
 
-void monitor::stop() { stopping_ = true; }
+void monitor::stop() {
+    stopping_ = true;
+    // The sentinels' reads end now, not at the backends' next close.
+    net::post(ex_, [this] {
+        for (const auto& st : state_) {
+            if (st->sentinel) st->sentinel->stream.close();
+        }
+    });
+}
 
 awaitable<void> monitor::watch(std::size_t backend) {
     net::steady_timer timer(ex_);
@@ -114,12 +125,49 @@ awaitable<void> monitor::watch(std::size_t backend) {
         st.requested = false;
         co_await refresh(backend);
         if (st.requested) continue;  // asked for while this one ran: it may have been too early
-        timer.expires_after(cfg->routing.reconcile_interval);
+        // A backend that does not answer is looked at more often: requests wait for it.
+        timer.expires_after(st.down ? std::min<std::chrono::milliseconds>(
+                                          cfg->routing.reconcile_interval, down_interval)
+                                    : cfg->routing.reconcile_interval);
         st.timer = &timer;
         co_await timer.async_wait(nothrow);
         st.timer = nullptr;
     }
     st.watching = false;
+}
+
+// Between two checks a restart goes unseen: requests are planned on what the old process held
+// (a hit on a slot the restart emptied computes its whole prompt; a miss restores nothing when
+// the slot is believed to hold the prefix). The process closes every connection to it when it
+// ends, so one kept open here, sending nothing, ends at that moment, and the backend is checked
+// at once: it does not answer (and requests wait for it, service/forward.cpp,
+// wait_for_backend) or answers as a new process (its slots are read afresh). llama-server also
+// closes a connection idle for its keep-alive timeout (5 s): a check then, and a new one.
+awaitable<void> monitor::sentinel(std::size_t i) {
+    constexpr auto pause = std::chrono::milliseconds(200);  // between two connections
+    net::steady_timer timer(ex_);
+    auto& st = *state_[i];
+    while (!stopping_) {
+        const auto cfg = src_.current();
+        if (i >= cfg->backends.size() || cfg->backends[i].retired) break;
+        const auto b = cfg->backends[i];
+        // Down, it is checked often (watch); the sentinel waits until it answers again.
+        if (!st.down) {
+            auto [ec, c] = co_await pool_.acquire(b.host, b.port, call_timeout);
+            if (!ec && c && !stopping_) {
+                c->stream.expires_never();
+                st.sentinel = c.get();
+                std::array<char, 1> byte{};
+                co_await c->stream.async_read_some(net::buffer(byte), nothrow);
+                st.sentinel = nullptr;
+                if (stopping_) break;
+                log()->debug("backend {}: its connection closed: checked now", b.name);
+            }
+            check_now(static_cast<int>(i));
+        }
+        timer.expires_after(pause);
+        co_await timer.async_wait(nothrow);
+    }
 }
 
 // One check: counted in the registry, so requests waiting for it go on when it is done.
@@ -201,6 +249,9 @@ awaitable<bool> monitor::look(std::size_t i) {
     const auto reading = routing::read_props(props);
     if (!reading) {
         if (props.is_object()) unreadable(b, st, "GET /props");
+        // No answer, or 503 while a model loads: a backend read before is expected back.
+        const bool gone = answer.ec || answer.status == 503;
+        reg_.set_returning(idx, gone && !st.identity.empty());
         st.down = true;
         reg_.set_healthy(idx, false);
         co_return false;
@@ -248,9 +299,12 @@ awaitable<bool> monitor::look(std::size_t i) {
         reg_.set_healthy(idx, true);
         co_return true;
     }
-    const auto slots = co_await read_slots(b);
+    bool gone = false;
+    const auto slots = co_await read_slots(b, &gone);
     if (!slots) {
-        unreadable(b, st, "GET /slots");
+        // A process that answers /props while it loads its model answers /slots with 503.
+        if (!gone) unreadable(b, st, "GET /slots");
+        reg_.set_returning(idx, gone && !st.identity.empty());
         st.down = true;
         reg_.set_healthy(idx, false);
         co_return false;
@@ -320,10 +374,11 @@ awaitable<std::pair<std::string, cache::model_facts>> monitor::model_stamp(std::
     co_return std::pair<std::string, cache::model_facts>{model_file_stamp(path), {}};
 }
 
-awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(
-    config::backend b) {
-    co_return routing::read_slots(
-        parse(co_await upstream::call(pool_, b, http::verb::get, "/slots", "", call_timeout)));
+awaitable<std::optional<std::vector<routing::observed_slot>>> monitor::read_slots(config::backend b,
+                                                                                  bool* gone) {
+    const auto r = co_await upstream::call(pool_, b, http::verb::get, "/slots", "", call_timeout);
+    if (gone) *gone = r.ec || r.status == 503;
+    co_return routing::read_slots(parse(r));
 }
 
 // llama-server with its defaults (no -np: unified KV and --cache-idle-slots) moves every idle

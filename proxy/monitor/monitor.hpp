@@ -66,8 +66,12 @@ class monitor {
         std::string activity;         // what /metrics said had run, at the last change
         std::chrono::steady_clock::time_point quiet_since;
         bool unlisted = false;  // a router's model its GET /models did not list (logged once)
+        upstream::connection* sentinel = nullptr;  // the watch connection, while it is open
     };
     awaitable<void> watch(std::size_t backend);
+    // A connection that sends nothing, open while the backend is up: its process closes it the
+    // moment it ends (a restart, a crash), and the backend is then checked at once.
+    awaitable<void> sentinel(std::size_t backend);
     awaitable<void> refresh(std::size_t backend);  // one check; never throws
     awaitable<bool> look(std::size_t backend);
     awaitable<bool> own_process(config::backend b, watch_state& st);
@@ -77,7 +81,9 @@ class monitor {
                                   const std::string& env);
     awaitable<std::optional<bool>> probe_stable_slots(config::backend b, std::size_t backend,
                                                       int total_slots);
-    awaitable<std::optional<std::vector<routing::observed_slot>>> read_slots(config::backend b);
+    // `gone` (may be null): set when it did not answer, or answered 503 (a model loading).
+    awaitable<std::optional<std::vector<routing::observed_slot>>> read_slots(config::backend b,
+                                                                             bool* gone = nullptr);
     // For a backend that sleeps: whether this check leaves its slots unread (it sleeps, or
     // nothing ran there since the last check), keeping track of how long it has been quiet.
     awaitable<bool> let_sleep(config::backend b, std::size_t backend, bool sleeping);

@@ -173,6 +173,16 @@ class registry {
     // warmslot gave its own process): no request goes there, not even as a last resort.
     void set_foreign(int backend, bool foreign);
     bool foreign(int backend) const;
+    // Whether one of the first `backends` backends may be planned on now: healthy and not
+    // waiting for a check after a sign of a restart.
+    bool any_ready(std::size_t backends) const;
+    // A backend that answered before and now does not (connection refused, 503 while its model
+    // loads): it is expected back, and requests wait for it (service/forward.cpp,
+    // wait_for_backend). Cleared when it is healthy again, or answers but cannot be read.
+    void set_returning(int backend, bool returning);
+    // Whether one of the first `backends` backends is expected back (set_returning), or is
+    // healthy and waits for a check a request asked for (want_check).
+    bool any_returning(std::size_t backends) const;
     // A backend that puts itself to sleep after some idle time (llama-server
     // --sleep-idle-seconds: the model is unloaded and every slot with it) has been quiet for
     // nearly that long: it may be asleep by now. A request first has it checked (the monitor
@@ -292,6 +302,7 @@ class registry {
         bool retired = false;                // removed by a reload: never planned
         bool stopped = false;                // supervised process not running
         bool foreign = false;                // see set_foreign
+        bool returning = false;              // see set_returning
         bool drowsy = false;                 // see set_drowsy
         bool asleep = false;                 // see set_asleep
         std::uint64_t checks_started = 0;    // monitor checks begun and finished

@@ -42,6 +42,7 @@ void registry::set_healthy(int backend, bool healthy) {
         std::lock_guard lock(mu_);
         auto& b = backends_[static_cast<std::size_t>(backend)];
         b.view.healthy = healthy && !b.retired && !b.stopped;
+        if (b.view.healthy) b.returning = false;
     }
     notify();
 }
@@ -54,6 +55,33 @@ void registry::set_foreign(int backend, bool foreign) {
         if (foreign) b.view.healthy = false;
     }
     notify();
+}
+
+bool registry::any_ready(std::size_t backends) const {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < backends && i < backends_.size(); ++i) {
+        const auto& b = backends_[i];
+        if (b.view.healthy && b.checks_done >= b.trusted_after) return true;
+    }
+    return false;
+}
+
+void registry::set_returning(int backend, bool returning) {
+    {
+        std::lock_guard lock(mu_);
+        backends_[static_cast<std::size_t>(backend)].returning = returning;
+    }
+    notify();
+}
+
+bool registry::any_returning(std::size_t backends) const {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < backends && i < backends_.size(); ++i) {
+        const auto& b = backends_[i];
+        if (b.retired || b.foreign) continue;
+        if (b.returning || (b.view.healthy && b.checks_done < b.trusted_after)) return true;
+    }
+    return false;
 }
 
 bool registry::foreign(int backend) const {

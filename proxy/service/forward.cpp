@@ -189,6 +189,7 @@ awaitable<void> pipeline::forward(http_server::exchange& ex, outcome& out,
         // The monitor looks now; the request is planned on what it then knows.
         co_await await_checks(cfg, -1, f.st, out, "readiness");
         f.r = routing::reservation(reg_, plan_now(f, true));
+        co_await wait_for_backend(f, "backend");
     }
     if (f.r->p.backend < 0 && f.r->p.unknown_model) {
         std::string message = "unknown model \"" + f.model + "\"; GET /v1/models lists them";
@@ -246,6 +247,32 @@ awaitable<bool> pipeline::admit(forwarding& f, admission& admitted) {
     co_return true;
 }
 
+// The request's plan has no backend and it names no unknown model. When a backend that answered
+// before does not now (it restarts, reloads its model, or its host is gone:
+// registry::set_returning), the request waits for it to be read again, at most the longest
+// start_timeout among its backends (what a supervised start is given; 120 s by default), and is
+// planned on what its slots hold then (a restarted one's: nothing, so its prefix is restored
+// from disk). Otherwise, or past that, it goes on without a plan to whatever answers, as a
+// failover.
+awaitable<void> pipeline::wait_for_backend(forwarding& f, const char* why) {
+    if (f.r->p.backend >= 0 || f.r->p.unknown_model || f.st.client_gone) co_return;
+    const auto& cfg = f.cfg;
+    clock::duration limit{0};
+    for (const auto& b : cfg.backends) {
+        if (!b.retired) limit = std::max<clock::duration>(limit, b.start_timeout);
+    }
+    const std::size_t known = cfg.backends.size();
+    if (!reg_.any_returning(known)) co_return;
+    const auto start = clock::now();
+    const bool ready = co_await wait_until(
+        *wakeups_, [&] { return reg_.any_ready(known) || !reg_.any_returning(known); },
+        start + limit, [&st = f.st] { return st.client_gone; });
+    f.out.waited += fmt::format("{}{} {}ms{}", f.out.waited.empty() ? "" : ", ", why,
+                                elapsed_ms(start), ready ? "" : " (gave up)");
+    if (f.st.client_gone) co_return;
+    f.r = routing::reservation(reg_, plan_now(f, true));
+}
+
 // Before the first plan: what the backends' slots hold is made known where it may have changed.
 awaitable<void> pipeline::ready_backends(forwarding& f) {
     const auto& cfg = f.cfg;
@@ -288,6 +315,9 @@ awaitable<void> pipeline::run_rounds(forwarding& f) {
         const auto held = co_await hold_until_idle(f);
         if (held == hold_end::client_gone) co_return;
         if (held == hold_end::no_slot) break;
+        // Planned again while it was held: its backend may have gone down meanwhile.
+        co_await wait_for_backend(f, "backend");
+        if (f.st.client_gone) co_return;
         const auto last = co_await send(f, round == 0);
         if (last.what == send_result::end::answered) co_return;
         if (last.what == send_result::end::failed || f.st.client_gone) break;
@@ -304,6 +334,7 @@ awaitable<void> pipeline::run_rounds(forwarding& f) {
         co_await await_checks(cfg, last.backend->id(), f.st, f.out, "restart check");
         if (f.st.client_gone) co_return;  // planned for nobody: nothing to end
         t = routing::reservation(reg_, plan_now(f, true));
+        co_await wait_for_backend(f, "restart");
     }
     t.end();  // forgets what the slot holds only when the request may have reached it
 }

@@ -188,6 +188,7 @@ class pipeline {
     routing::ticket plan_now(forwarding& f, bool allow_wait);
     awaitable<bool> admit(forwarding& f, admission& admitted);
     awaitable<void> ready_backends(forwarding& f);
+    awaitable<void> wait_for_backend(forwarding& f, const char* why);
     awaitable<void> run_rounds(forwarding& f);
     awaitable<hold_end> hold_until_idle(forwarding& f);
     awaitable<void> fail_unsent(forwarding& f);

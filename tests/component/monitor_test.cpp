@@ -304,22 +304,50 @@ TEST_CASE("monitor: a restart with fewer slots is a new layout: beliefs and plan
 }
 
 TEST_CASE(
-    "monitor: a request while the only backend is down gets its 502 at once, not after the check's "
-    "wait") {
+    "monitor: a request while the only backend is down waits for it to come back, and its prefix "
+    "is restored there") {
     watched w(one_slot());
     const auto doc = document(23, doc_bytes);
     const auto n = w.first(doc);
-    w.fake.restart(2000ms);
+    const auto restores = w.fake.calls("restore").size();
+    w.fake.restart(1500ms);
+    // Its connection closed as the process ended: the monitor knows at once.
+    REQUIRE(eventually([&] { return !w.proxy.ready(0); }, 2s));
+    const auto body = chat_body(doc, "While it is down?");
     const auto t0 = std::chrono::steady_clock::now();
-    const auto r = w.proxy.chat(chat_body(doc, "While it is down?"));
+    const auto r = w.proxy.chat(body);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CAPTURE(r.head());
+    CHECK(r.status == 200);
+    CHECK(took > 500ms);  // it waited for the process
+    CHECK(r.header("x-warmslot-route").starts_with("miss"));
+    CHECK(r.header("x-warmslot-disk") == "restored " + std::to_string(n) + " tokens");
+    CHECK(w.fake.calls("restore").size() == restores + 1);
+    CHECK(timings_of(r)["cache_n"] == n);
+    CHECK(timings_of(r)["prompt_n"] == prompt_tokens(body).size() - n);
+}
+
+TEST_CASE(
+    "monitor: past the backend's start_timeout a request for a backend that is down gets 502") {
+    temp_dir tmp;
+    fake_llama fake(watched::in_tmp(one_slot(), tmp));
+    auto cfg = watched::make(fake, tmp, 100ms);
+    cfg.backends[0].start_timeout = 300ms;
+    tier_proxy proxy(std::move(cfg));
+    REQUIRE(eventually([&] { return proxy.ready(0); }, 5s));
+    const auto doc = document(29, doc_bytes);
+    REQUIRE(proxy.chat(chat_body(doc, "First?")).status == 200);
+    fake.restart(3000ms);
+    REQUIRE(eventually([&] { return !proxy.ready(0); }, 2s));
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = proxy.chat(chat_body(doc, "While it is down?"));
     const auto took = std::chrono::steady_clock::now() - t0;
     CAPTURE(r.body);
     CHECK(r.status == 502);
     const auto err = json::parse(r.body, nullptr, false);
     CHECK((err.is_object() && err.contains("error") && err["error"]["code"] == 502));
-    CHECK(took < 1500ms);  // refused at once: it did not wait for the backend to come back
-    REQUIRE(eventually([&] { return w.proxy.ready(0); }, 5s));
-    check_restored(w, doc, n);
+    CHECK(took < 2500ms);  // it gave up before the backend came back
+    REQUIRE(eventually([&] { return proxy.ready(0); }, 5s));
 }
 
 TEST_CASE("monitor: a restart while llama-server computes a request, before its first byte") {

@@ -42,13 +42,12 @@ for (const arch of ['llama', 'qwen35']) {
   });
 }
 
-// A restart that no check and no connection sees: checks are a minute apart, and llama-server
-// closes the connection after each streamed answer, so no pooled connection dies under the next
-// request. The first request after it is planned on the old beliefs and recomputes its prompt
-// (nothing could tell warmslot); its answer, which reused nothing of the 6K tokens planned, makes
-// warmslot check the backend before planning the next one, whose document is then restored from
-// its file instead of being recomputed in a slot believed to hold it.
-test('a restart between two checks is found by the first answer that reused nothing: the next document is restored', { timeout: 400000 }, async () => {
+// A restart between two checks a minute apart, where llama-server closes the connection after
+// each streamed answer, so no pooled connection dies under the next request: the connection
+// warmslot's monitor keeps open to the backend closes when the process ends, and the backend is
+// checked at once. The first request after the restart is planned on what the new process holds
+// (its document restored), and so is the next one.
+test('a restart between two checks is seen when the process ends: both documents are restored after it', { timeout: 400000 }, async () => {
   let llama = await startLlama({ arch: 'llama', slots: 2, ctx: 16384 });
   const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }],
     extra: 'routing:\n  reconcile_interval: 60s\ncache:\n  min_prefix_tokens: 1024\n' });
@@ -66,18 +65,50 @@ test('a restart between two checks is found by the first answer that reused noth
     for (const d of docs) await streamed(d, 'What is on the first line?');
     await waitFor('both documents on disk', () => snapshotFiles(llama.saveDir).length === 2, 30000);
     llama = await restartLlama(llama);
-    await streamed(docs[0], 'Which word comes last?');
+    const q0 = 'Which word comes last?';
+    await streamed(docs[0], q0);
+    await assertOnlyQuestionComputed({ processed: await computed() }, llama.url, q0,
+      'the first document after the restart: ');
     const before = await computed();
     const q = 'How many lines are there?';
     await streamed(docs[1], q);
     await assertOnlyQuestionComputed({ processed: (await computed()) - before }, llama.url, q,
       'the second document after the restart: ');
     const log = fs.readFileSync(ws.logFile, 'utf8');
-    assert.match(log, /restarted \(its task numbers began again\)/);
+    assert.match(log, /(restarted \(its task numbers began again\)|answers again)/);
     // Planned as what it is, a document in no slot, and restored as such (not as a slot that
     // "holds it and more" whose rollback recomputed everything).
     const last = log.trimEnd().split('\n').filter((l) => /access: req=/.test(l)).pop();
     assert.match(last, /route="miss; reason=[a-z_]+" .*disk="restored \d+ tokens"/, last);
+  } finally {
+    await ws.stop();
+    await llama.stop();
+  }
+});
+
+// A request sent while the backend is down (its process restarting, the model loading) waits
+// for it rather than failing (502) or being sent unplanned the moment it answers (which computes
+// the whole prompt): it is planned on what the new process holds, and its document restored.
+test('a request sent while its only backend is down waits for it and gets its prefix restored', { timeout: 400000 }, async () => {
+  let llama = await startLlama({ arch: 'qwen35', slots: 2, ctx: 16384 });
+  const ws = await startWarmslot({ backends: [{ name: 'b', url: llama.url, slotSaveDir: llama.saveDir }], extra: settings });
+  try {
+    const doc = makeDocument(731, 12000);
+    const first = await ask(ws, doc, 'What is on the first line?');
+    assert.match(first.disk, /^snapshot \d+ tokens$/, JSON.stringify(first));
+    await llama.stop();
+    const q = 'And what is on the last line?';
+    const pending = ask(ws, doc, q);
+    await new Promise((r) => setTimeout(r, 1500));
+    llama = await startLlama({ arch: llama.arch, slots: llama.slots, ctx: llama.ctx, extra: llama.extra,
+      slotSaveDir: llama.saveDir, port: llama.port, pin: llama.pin });
+    const after = await pending;
+    assert.match(after.disk, /^restored \d+ tokens$/, JSON.stringify(after));
+    assert.match(after.route, /^miss/, JSON.stringify(after));
+    await assertOnlyQuestionComputed(after, llama.url, q);
+    const log = fs.readFileSync(ws.logFile, 'utf8');
+    const lastLine = log.trimEnd().split('\n').filter((l) => /access: req=/.test(l)).pop();
+    assert.match(lastLine, /waited="[^"]*(backend|restart) \d+ms"/, lastLine);
   } finally {
     await ws.stop();
     await llama.stop();

@@ -208,8 +208,6 @@ TEST_CASE("config: command backends are validated") {
          "only applies to a backend with command"},
         {head + "    url: http://h:1\n    idle_stop: 5m\n", "backends[0].idle_stop", 4,
          "only applies to a backend with command"},
-        {head + "    url: http://h:1\n    start_timeout: 5m\n", "backends[0].start_timeout", 4,
-         "only applies"},
         {head + "    url: http://h:1\n    restart_backoff_max: 5m\n",
          "backends[0].restart_backoff_max", 4, "only applies"},
         {head + "    command: [s]\ncache:\n  dir: relative/dir\n", "cache.dir", 5,
