@@ -254,7 +254,8 @@ awaitable<void> runtime::shutdown_backends() {
 }
 
 awaitable<void> runtime::save_slots(int backend, std::optional<std::string> charge_to) {
-    const auto report = co_await disk_.save_valuable(save_pool_, backend, std::move(charge_to));
+    const auto report =
+        co_await disk_.save_valuable({save_pool_, src_.current()}, backend, std::move(charge_to));
     std::size_t saved = 0;
     for (const auto& s : report.slots) saved += s.saved ? 1 : 0;
     if (saved > 0) {

@@ -111,8 +111,9 @@ awaitable<void> pipeline::warm_streamed(http_server::exchange& ex, outcome& out,
     std::variant<tier::slot_report, tier::warm_error> result;
     {
         const watch_list::entry watched(*watches_[ex.worker], *ex.client, st);
-        result = co_await disk_->warm(pool, api::warm_chat_body(w, warm_question), w.model,
-                                      out.caller ? out.caller->tenant : std::string(), &watch);
+        result =
+            co_await disk_->warm({pool, out.cfg}, api::warm_chat_body(w, warm_question), w.model,
+                                 out.caller ? out.caller->tenant : std::string(), &watch);
     }
     feed->stopping = true;
     feed->tick.cancel();
@@ -166,7 +167,7 @@ awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
         }
         tier::save_report all;
         for (int b : chosen) {
-            auto one = co_await disk_->save_valuable(pool, b);
+            auto one = co_await disk_->save_valuable({pool, out.cfg}, b);
             all.slots.insert(all.slots.end(), one.slots.begin(), one.slots.end());
         }
         report = to_json(all);
@@ -188,8 +189,9 @@ awaitable<void> pipeline::admin(http_server::exchange& ex, outcome& out) {
             co_await warm_streamed(ex, out, w);
             co_return;
         }
-        auto result = co_await disk_->warm(pool, api::warm_chat_body(w, warm_question), w.model,
-                                           out.caller ? out.caller->tenant : std::string());
+        auto result =
+            co_await disk_->warm({pool, out.cfg}, api::warm_chat_body(w, warm_question), w.model,
+                                 out.caller ? out.caller->tenant : std::string());
         if (auto* e = std::get_if<tier::warm_error>(&result)) {
             co_await fail(ex, out, e->kind, std::move(e->message));
             co_return;

@@ -23,7 +23,7 @@ awaitable<tier::disk_tier::hand_over_result> empty_slot(tier::disk_tier* disk, u
                                                         const config::snapshot& cfg,
                                                         routing::registry& reg,
                                                         routing::ticket& t) {
-    if (disk != nullptr) co_return co_await disk->hand_over(pool, t);
+    if (disk != nullptr) co_return co_await disk->hand_over({pool, cfg}, t);
     tier::disk_tier::hand_over_result out;
     upstream::slot_client llama(pool, cfg, t.p.backend);
     const auto e = co_await llama.erase(*t.p.slot);

@@ -201,7 +201,8 @@ awaitable<void> pipeline::load_router_model(const config::config& cfg, int idx,
         std::string skipped;  // why the others were not saved, for the log
         if (disk_) {
             const auto report = co_await disk_->save_valuable(
-                pool, victim, out.caller ? std::optional(out.caller->tenant) : std::nullopt);
+                {pool, out.cfg}, victim,
+                out.caller ? std::optional(out.caller->tenant) : std::nullopt);
             for (const auto& s : report.slots) {
                 if (s.saved) {
                     saved += 1;

@@ -29,14 +29,14 @@ bool disk_tier::leave_due(routing::ticket& t, const prefix& p, bool defer) {
     return true;
 }
 
-awaitable<void> disk_tier::conversation_due(routing::ticket& t, const cache::token_chain& chain,
+awaitable<void> disk_tier::conversation_due(const config::config& cfg, routing::ticket& t,
+                                            const cache::token_chain& chain,
                                             std::optional<std::uint64_t> have,
                                             const std::string& tenant, disk_action& a) {
-    const auto cfg = src_.current();
-    if (a.save_due > 0 || !cfg->cache.conversation_files || !t.p.slot) co_return;
+    if (a.save_due > 0 || !cfg.cache.conversation_files || !t.p.slot) co_return;
     // The request's tokens to their last whole block: a key names whole blocks.
     const std::size_t n = chain.size() / cache::token_block * cache::token_block;
-    if (n == 0 || n < cfg->cache.min_prefix_tokens) co_return;
+    if (n == 0 || n < cfg.cache.min_prefix_tokens) co_return;
     auto* idx = index_for(t.p.backend);
     const auto info = reg_.info(t.p.backend);
     if (idx == nullptr || !info || info->architecture.empty() ||
@@ -50,7 +50,7 @@ awaitable<void> disk_tier::conversation_due(routing::ticket& t, const cache::tok
         have = own ? own->tokens : 0;
     }
     const std::uint64_t step =
-        std::max<std::uint64_t>({cfg->cache.min_prefix_tokens / 4, *have / 4, cache::token_block});
+        std::max<std::uint64_t>({cfg.cache.min_prefix_tokens / 4, *have / 4, cache::token_block});
     if (n < *have + step) co_return;
     prefix p;
     p.index = idx;
@@ -60,7 +60,8 @@ awaitable<void> disk_tier::conversation_due(routing::ticket& t, const cache::tok
     if (leave_due(t, p, true)) a.save_due = n;
 }
 
-awaitable<bool> disk_tier::wait_for_saves_of(const cache::token_chain& chain, std::uint64_t have) {
+awaitable<bool> disk_tier::wait_for_saves_of(const cache::token_chain& chain, std::uint64_t have,
+                                             std::chrono::milliseconds limit) {
     const auto pending = [&] {
         std::lock_guard lock(mu_);
         return std::any_of(saving_after_.begin(), saving_after_.end(), [&](const auto& e) {
@@ -68,8 +69,7 @@ awaitable<bool> disk_tier::wait_for_saves_of(const cache::token_chain& chain, st
         });
     };
     if (!pending()) co_return false;
-    const auto deadline =
-        std::chrono::steady_clock::now() + src_.current()->cache.slot_call_timeout;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
     net::steady_timer timer(co_await net::this_coro::executor);
     // Bounded by the deadline; a save ends within one slot call's timeout.
     while (pending() && std::chrono::steady_clock::now() < deadline) {
@@ -84,7 +84,7 @@ void disk_tier::forget_due(int backend, int slot) {
     due_.erase({backend, slot});
 }
 
-awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routing::ticket& t,
+awaitable<disk_action> disk_tier::save_after_answer(const request_scope& rq, routing::ticket& t,
                                                     disk_action a, std::uint64_t prompt_tokens,
                                                     std::uint64_t answer_tokens) {
     // Whatever happens, the result says only what was done: a save that did not happen is not
@@ -118,7 +118,7 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
     } const mark(*this, due->key, due->ids.size());
     try {
         const auto& p = *due;
-        upstream::slot_client llama(pool, src_.current(), t.p.backend);
+        upstream::slot_client llama(rq.pool, rq.cfg, t.p.backend);
         auto lease = leases_.take_exclusive(p.key);
         if (!lease) co_return a;  // another request is saving the same prefix
         auto* idx = p.index;
@@ -146,7 +146,7 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
             co_return a;
         }
         cache::snapshot s;
-        const bool ok = co_await save_file(pool, t, p, prompt_tokens, s);
+        const bool ok = co_await save_file(rq, t, p, prompt_tokens, s);
         saved(t.p.backend, ok);
         if (!ok) co_return a;
         if (!holds_ours(s.tokens)) {
@@ -168,7 +168,7 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
         s.prefill_seconds =
             static_cast<double>(s.tokens) /
             std::max(1.0, views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second);
-        const auto cfg = src_.current();
+        const auto cfg = rq.cfg;
         co_await on_index(index_ex_, [this, idx, s, max_disk = cfg->cache.max_disk,
                                       own = cfg->cache.max_disk_of(s.tenant)] {
             idx->put(s);
@@ -176,7 +176,7 @@ awaitable<disk_action> disk_tier::save_after_answer(upstream::pool& pool, routin
             idx->enforce_budget(max_disk, leases_.held());
             return true;
         });
-        publish(t.p.backend, s, idx->slot_dir() / s.file);
+        publish(rq.cfg, t.p.backend, s, idx->slot_dir() / s.file);
         a.after_answer = true;
         if (a.what == disk_action::kind::restored || a.what == disk_action::kind::snapshotted) {
             a.extended_to = s.tokens;

@@ -9,14 +9,14 @@
 namespace warmslot::tier {
 using namespace disk_detail;
 
-awaitable<disk_tier::hand_over_result> disk_tier::hand_over(upstream::pool& pool,
+awaitable<disk_tier::hand_over_result> disk_tier::hand_over(const request_scope& rq,
                                                             routing::ticket& t) {
     hand_over_result out;
     if (t.p.backend < 0 || !t.p.slot) co_return out;
     const int slot = *t.p.slot;
     if (enabled_for(t.p.backend)) {
         try {
-            const auto saved = co_await save_reserved(pool, t, "", false, t.tenant);
+            const auto saved = co_await save_reserved(rq, t, "", false, t.tenant);
             out.primed = saved.primed;
         } catch (const std::exception& e) {
             log()->warn("slot {} not saved before it was erased for another tenant: {}", slot,
@@ -24,7 +24,7 @@ awaitable<disk_tier::hand_over_result> disk_tier::hand_over(upstream::pool& pool
         }
     }
     try {
-        upstream::slot_client llama(pool, src_.current(), t.p.backend);
+        upstream::slot_client llama(rq.pool, rq.cfg, t.p.backend);
         const auto e = co_await llama.erase(slot);
         out.emptied = e.ok();
         if (out.emptied) {

@@ -47,15 +47,15 @@ struct disk_tier::miss_state {
 // the stable messages' tokens), then primes and saves a longer split point when one is due:
 // the learned one first when no file holds it (every later session that passes it can restore
 // it), else the stable messages once they were used snapshot_after_uses times.
-awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
+awaitable<disk_action> disk_tier::miss(const request_scope& rq, routing::ticket& t,
                                        std::optional<prefix> msg, std::optional<prefix> learned,
                                        const cache::token_chain& chain, bool judged, bool floating,
                                        std::optional<std::size_t> slot_common, bool defer,
                                        bool conversation, const std::string& tenant) {
     disk_action none;
-    miss_state m{
-        t,     chain,        std::move(msg), std::move(learned), judged, floating, slot_common,
-        defer, conversation, tenant,         src_.current()};
+    miss_state m{t,        chain,       std::move(msg), std::move(learned), judged,
+                 floating, slot_common, defer,          conversation,       tenant,
+                 rq.cfg};
     m.primary = m.msg ? &*m.msg : m.learned ? &*m.learned : nullptr;
     // With neither, a conversation's own file may still hold the start of the prompt.
     if (m.primary == nullptr && !conversation) co_return none;
@@ -64,12 +64,12 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
     co_await find_for_miss(m);
     choose_due(m);
     if (floating) prepare_elsewhere(m);
-    if (m.found && m.allowed) co_return co_await restore_found(pool, m);
+    if (m.found && m.allowed) co_return co_await restore_found(rq, m);
     m.lease.release();
     if (m.msg) remember(t.p.backend, *t.p.slot, *m.msg);  // the request brings it there
     if (!m.allowed) co_return none;
     if (!m.target) {
-        if (conversation) co_await conversation_due(t, chain, 0, tenant, none);
+        if (conversation) co_await conversation_due(*m.cfg, t, chain, 0, tenant, none);
         co_return none;
     }
     if (leave_due(t, *m.target, defer)) {
@@ -79,12 +79,12 @@ awaitable<disk_action> disk_tier::miss(upstream::pool& pool, routing::ticket& t,
     prefix primed = *m.target;
     if (m.rolls_back_only) {
         const std::size_t held = slot_common ? *slot_common * cache::token_block : 0;
-        co_await mark_checkpoint(pool, t.p.backend, primed, chain, held);
+        co_await mark_checkpoint(rq, t.p.backend, primed, chain, held);
     }
-    auto a = co_await snapshot(pool, t, primed, false);
+    auto a = co_await snapshot(rq, t, primed, false);
     if (conversation) {
         const std::uint64_t made = a.what == disk_action::kind::snapshotted ? a.tokens : 0;
-        co_await conversation_due(t, chain, made, tenant, a);
+        co_await conversation_due(*m.cfg, t, chain, made, tenant, a);
     }
     co_return a;
 }
@@ -98,7 +98,7 @@ awaitable<void> disk_tier::find_for_miss(miss_state& m) {
     auto* idx = m.idx;
     // Another request is saving this prefix right now (a burst on one document): its file
     // is what this slot needs, for less than computing the prefix again.
-    if (m.primary && co_await wait_for_save(m.primary->key)) {
+    if (m.primary && co_await wait_for_save(m.primary->key, m.cfg->cache.slot_call_timeout)) {
         log()->debug("waited for the save of {}", m.primary->key);
     }
     m.allowed = restores_allowed(t.p.backend);
@@ -106,7 +106,7 @@ awaitable<void> disk_tier::find_for_miss(miss_state& m) {
     if (!m.allowed) co_return;
     // The conversation's own file, saved after the answer of its last request, may be
     // being written right now: it holds more than any file indexed yet.
-    if (m.conversation && co_await wait_for_saves_of(chain, 0)) {
+    if (m.conversation && co_await wait_for_saves_of(chain, 0, m.cfg->cache.slot_call_timeout)) {
         log()->debug("waited for a conversation file of this prompt");
     }
     const auto own = co_await on_index(
@@ -119,7 +119,7 @@ awaitable<void> disk_tier::find_for_miss(miss_state& m) {
     }
     if (!m.found && m.msg) {
         m.lease = leases_.take(m.msg->key);
-        m.found = co_await find_file(t.p.backend, *m.msg, true);
+        m.found = co_await find_file(m.cfg, t.p.backend, *m.msg, true);
     }
 }
 
@@ -201,7 +201,7 @@ void disk_tier::prepare_elsewhere(miss_state& m) {
 
 // Restores the file found, then primes and saves the prefix due past it (or leaves it due
 // after the answer), and leaves the conversation's own file due when one is.
-awaitable<disk_action> disk_tier::restore_found(upstream::pool& pool, miss_state& m) {
+awaitable<disk_action> disk_tier::restore_found(const request_scope& rq, miss_state& m) {
     auto& t = m.t;
     const auto& chain = m.chain;
     const auto& found = *m.found;
@@ -220,9 +220,9 @@ awaitable<disk_action> disk_tier::restore_found(upstream::pool& pool, miss_state
     // Restored, or failed and dropped: either way the request runs now; a failed file
     // is replaced by a fresh snapshot on the next use. That save, of another tenant's
     // prefix maybe, is charged to the tenant whose request asked for the restore.
-    const auto before = co_await save_reserved(pool, t, f.key, false, f.tenant);
+    const auto before = co_await save_reserved(rq, t, f.key, false, f.tenant);
     if (m.msg) remember(t.p.backend, *t.p.slot, *m.msg);
-    auto a = co_await restore(pool, t, f, found.row);
+    auto a = co_await restore(rq, t, f, found.row);
     a.primed += before.primed;
     a.judged = m.judged;
     if (a.what == disk_action::kind::restored) {
@@ -235,20 +235,21 @@ awaitable<disk_action> disk_tier::restore_found(upstream::pool& pool, miss_state
         } else if (target && a.tokens == found.row.tokens) {
             prefix primed = *target;
             if (m.rolls_back_only) {
-                co_await mark_checkpoint(pool, t.p.backend, primed, chain, a.tokens);
+                co_await mark_checkpoint(rq, t.p.backend, primed, chain, a.tokens);
             }
-            const auto more = co_await snapshot(pool, t, primed, false);
+            const auto more = co_await snapshot(rq, t, primed, false);
             a.primed += more.primed;
             if (more.what == disk_action::kind::snapshotted) a.extended_to = more.tokens;
         }
     }
     if (m.conversation) {
-        co_await conversation_due(t, chain, std::max(found.row.tokens, a.extended_to), m.tenant, a);
+        co_await conversation_due(*m.cfg, t, chain, std::max(found.row.tokens, a.extended_to),
+                                  m.tenant, a);
     }
     co_return a;
 }
 
-awaitable<void> disk_tier::mark_checkpoint(upstream::pool& pool, int backend, prefix& p,
+awaitable<void> disk_tier::mark_checkpoint(const request_scope& rq, int backend, prefix& p,
                                            const cache::token_chain& chain, std::size_t held) {
     if (p.body == nullptr || !p.body->contains("messages") || !(*p.body)["messages"].is_array()) {
         co_return;
@@ -265,7 +266,7 @@ awaitable<void> disk_tier::mark_checkpoint(upstream::pool& pool, int backend, pr
     json before = json::array();
     for (std::size_t i = 0; i < last_user; ++i) before.push_back(messages[i]);
     try {
-        const auto ids = co_await prefix_tokens(pool, backend, before, *p.body, chain.tokens());
+        const auto ids = co_await prefix_tokens(rq, backend, before, *p.body, chain.tokens());
         // Only past what the slot holds of the prefix: a hybrid slot cannot go back into it.
         if (ids && ids->size() > held && ids->size() + cache::token_block < p.ids.size()) {
             p.checkpoint_at = ids->size();

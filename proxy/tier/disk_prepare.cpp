@@ -25,7 +25,7 @@ bool may_reach(std::uint64_t bytes, std::uint64_t tokens) {
 }  // namespace
 
 // The part before the final user turn, when it may be long enough to be worth a file.
-std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
+std::optional<disk_tier::prefix> disk_tier::stable_prefix(const config::config& cfg, int backend,
                                                           const routing::fingerprint& fp,
                                                           const json& body) {
     const std::size_t stable = fp.stable_levels;
@@ -36,7 +36,7 @@ std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
     if (idx == nullptr) return std::nullopt;
     // Whether it is long enough is decided on its exact tokens (place_tokens); its bytes only
     // rule out what cannot be (may_reach).
-    if (!may_reach(fp.levels[stable - 1].bytes, src_.current()->cache.min_prefix_tokens)) {
+    if (!may_reach(fp.levels[stable - 1].bytes, cfg.cache.min_prefix_tokens)) {
         return std::nullopt;
     }
     prefix p;
@@ -49,7 +49,7 @@ std::optional<disk_tier::prefix> disk_tier::stable_prefix(int backend,
     return p;
 }
 
-awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefix& p,
+awaitable<bool> disk_tier::place_tokens(const request_scope& rq, int backend, prefix& p,
                                         const cache::token_chain& chain) {
     // The same messages (and what else reaches the template: their fingerprint) render the same
     // tokens: after the first time, their count is enough, and their tokens are the request's.
@@ -60,7 +60,7 @@ awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefi
         if (const auto it = placed_.find(memo); it != placed_.end()) n = it->second;
     }
     if (n == 0 || n >= chain.size()) {
-        const auto ids = co_await prefix_tokens(pool, backend, p.messages, *p.body, chain.tokens());
+        const auto ids = co_await prefix_tokens(rq, backend, p.messages, *p.body, chain.tokens());
         if (!ids) co_return false;
         n = ids->size();
         remember_placed(memo, n);
@@ -70,7 +70,7 @@ awaitable<bool> disk_tier::place_tokens(upstream::pool& pool, int backend, prefi
     co_return true;
 }
 
-std::optional<disk_tier::prefix> disk_tier::learned_prefix(int backend,
+std::optional<disk_tier::prefix> disk_tier::learned_prefix(const config::config& cfg, int backend,
                                                            const cache::token_chain& chain,
                                                            const json& body, cache::index* idx) {
     const auto info = reg_.info(backend);
@@ -94,7 +94,7 @@ std::optional<disk_tier::prefix> disk_tier::learned_prefix(int backend,
         });
     }
     const std::size_t n = blocks * cache::token_block;
-    if (n == 0 || n >= chain.size() || n < src_.current()->cache.min_prefix_tokens) {
+    if (n == 0 || n >= chain.size() || n < cfg.cache.min_prefix_tokens) {
         return std::nullopt;
     }
     prefix p;
@@ -107,27 +107,27 @@ std::optional<disk_tier::prefix> disk_tier::learned_prefix(int backend,
 }
 
 awaitable<std::optional<cache::token_chain>> disk_tier::request_tokens(
-    upstream::pool& pool, int backend, const routing::fingerprint& fp, const json& body,
+    const request_scope& rq, int backend, const routing::fingerprint& fp, const json& body,
     const std::string& tenant) {
     if (!enabled_for(backend)) co_return std::nullopt;
     // The whole prompt holds every prefix a file could keep.
-    if (!may_reach(fp.total_bytes, src_.current()->cache.min_prefix_tokens)) co_return std::nullopt;
+    if (!may_reach(fp.total_bytes, rq.cfg->cache.min_prefix_tokens)) co_return std::nullopt;
     try {
-        co_return co_await chain_and_prefix(pool, backend, fp, body, tenant);
+        co_return co_await chain_and_prefix(rq, backend, fp, body, tenant);
     } catch (const std::exception& e) {
         log()->warn("disk tier skipped for this request: {}", e.what());
     }
     co_return std::nullopt;
 }
 
-awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket& t,
+awaitable<disk_action> disk_tier::prepare(const request_scope& rq, routing::ticket& t,
                                           const routing::fingerprint& fp, const json& body,
                                           const cache::token_chain& chain, std::string tenant,
                                           bool save_after_answer) {
     disk_action none;
     if (!t.p.slot || !enabled_for(t.p.backend)) co_return none;
     auto* idx = index_for(t.p.backend);
-    auto msg = stable_prefix(t.p.backend, fp, body);
+    auto msg = stable_prefix(*rq.cfg, t.p.backend, fp, body);
     const bool judged = !(body.contains("cache_prompt") && body["cache_prompt"] == false);
     // Nothing here fails the request: an index error (SQLITE_FULL on a full disk) only skips
     // the disk tier, and what the registry believes of the slot was set by each step as it went.
@@ -135,9 +135,9 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
         // Files are named by the tokens they hold: the request's own tokens find them.
         if (msg) {
             msg->tenant = tenant;
-            if (!co_await place_tokens(pool, t.p.backend, *msg, chain)) msg.reset();
+            if (!co_await place_tokens(rq, t.p.backend, *msg, chain)) msg.reset();
         }
-        auto learned = learned_prefix(t.p.backend, chain, body, idx);
+        auto learned = learned_prefix(*rq.cfg, t.p.backend, chain, body, idx);
         const auto slot_common = slot_common_blocks(t.p.backend, *t.p.slot, chain);
         // The request goes to its slot (a floating one may be moved to another by miss()).
         struct goes_there {
@@ -166,12 +166,12 @@ awaitable<disk_action> disk_tier::prepare(upstream::pool& pool, routing::ticket&
             remember(t.p.backend, *t.p.slot, *msg);
             disk_action a;
             if (t.p.matched_levels == msg->levels.size() && holds_more(t, *msg)) {
-                a = co_await restore_or_keep(pool, t, *msg, judged);
+                a = co_await restore_or_keep(rq, t, *msg, judged);
             }
-            if (save_after_answer) co_await conversation_due(t, chain, longest, tenant, a);
+            if (save_after_answer) co_await conversation_due(*rq.cfg, t, chain, longest, tenant, a);
             co_return a;
         }
-        co_return co_await miss(pool, t, std::move(msg), std::move(learned), chain, judged,
+        co_return co_await miss(rq, t, std::move(msg), std::move(learned), chain, judged,
                                 fp.floating, slot_common, save_after_answer && !fp.floating,
                                 save_after_answer, tenant);
     } catch (const std::exception& e) {

@@ -19,8 +19,8 @@ using namespace disk_detail;
 // Every other slot directory with an open index, named after a backend that uses it (one of
 // the same identity as `backend` when there is one). The cache or cache.replica_files switched
 // off: none.
-std::vector<disk_tier::other_index> disk_tier::other_indexes(int backend) const {
-    const auto cfg = src_.current();
+std::vector<disk_tier::other_index> disk_tier::other_indexes(const config::snapshot& cfg,
+                                                             int backend) const {
     std::vector<other_index> out;
     if (!cfg->cache.enabled || !cfg->cache.replica_files || backend < 0 ||
         static_cast<std::size_t>(backend) >= cfg->backends.size()) {
@@ -50,22 +50,23 @@ std::vector<disk_tier::other_index> disk_tier::other_indexes(int backend) const 
     return out;
 }
 
-awaitable<std::optional<disk_tier::found_file>> disk_tier::find_file(int backend, const prefix& p,
+awaitable<std::optional<disk_tier::found_file>> disk_tier::find_file(const config::snapshot& cfg,
+                                                                     int backend, const prefix& p,
                                                                      bool allowed) {
     auto* idx = p.index;
     auto own = co_await on_index(index_ex_, [idx, key = p.key] { return idx->find(key); });
     if (own) co_return found_file{std::move(*own), "", ""};
     if (!allowed) co_return std::nullopt;
-    if (auto replica = co_await from_replica(backend, p)) co_return replica;
-    co_return co_await from_shared(backend, p);
+    if (auto replica = co_await from_replica(cfg, backend, p)) co_return replica;
+    co_return co_await from_shared(cfg, backend, p);
 }
 
 // The caller holds a lease on p.key: no budget in any directory deletes the source file (nor
 // the new one) while it is brought and restored.
-awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int backend,
+awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(const config::snapshot& cfg,
+                                                                        int backend,
                                                                         const prefix& p) {
-    const auto cfg = src_.current();
-    const auto others = other_indexes(backend);
+    const auto others = other_indexes(cfg, backend);
     const auto info = reg_.info(backend);
     if (others.empty() || !info) co_return std::nullopt;
     const auto offers = co_await on_index(index_ex_, [others, key = p.key] {
@@ -76,7 +77,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int back
         }
         return out;
     });
-    const auto pick = cache::pick_replica_file(offers, info->identity, room_for(p));
+    const auto pick = cache::pick_replica_file(offers, info->identity, room_for(*cfg, p));
     if (!pick) co_return std::nullopt;
     const auto& offer = offers[*pick];
     cache::bring_request req;
@@ -93,7 +94,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int back
         co_return std::nullopt;
     }
     cache::snapshot row = offer.row;
-    co_await index_brought(p, row);
+    co_await index_brought(*cfg, p, row);
     log()->info("prefix {} ({} tokens) {} from {}'s directory into {}'s", p.key, row.tokens,
                 cache::name(result), offer.backend, name);
     co_return found_file{row, offer.backend, cache::name(result)};
@@ -101,15 +102,16 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_replica(int back
 
 // The largest file the prefix's directory may take for the request's tenant: cache.max_disk,
 // or the tenant's budget when it is smaller.
-std::uint64_t disk_tier::room_for(const prefix& p) const {
-    const auto& c = src_.current()->cache;
+std::uint64_t disk_tier::room_for(const config::config& cfg, const prefix& p) {
+    const auto& c = cfg.cache;
     return std::min(c.max_disk, c.max_disk_of(p.tenant).value_or(c.max_disk));
 }
 
 // A file brought into p's directory (from a replica's or the shared tier) is indexed there like
 // a save: charged to the request that brought it, unused so far, and the budgets applied.
-awaitable<void> disk_tier::index_brought(const prefix& p, cache::snapshot& row) {
-    const auto& c = src_.current()->cache;
+awaitable<void> disk_tier::index_brought(const config::config& cfg, const prefix& p,
+                                         cache::snapshot& row) {
+    const auto& c = cfg.cache;
     row.tenant = p.tenant;
     row.hits = 0;
     row.created = row.last_used = unix_now();

@@ -37,11 +37,10 @@ awaitable<bool> drop_after_failure(net::any_io_executor index_ex, cache::index* 
 
 // Waits while another request holds a lease on `key`: it is saving the prefix (then its file is
 // found afterwards) or restoring it (a short wait, for nothing). Polls; at most as long as one
-// slot call may take. True when it waited.
-awaitable<bool> disk_tier::wait_for_save(const std::string& key) {
+// slot call may take (`limit`: cache.slot_call_timeout). True when it waited.
+awaitable<bool> disk_tier::wait_for_save(const std::string& key, std::chrono::milliseconds limit) {
     if (leases_.count(key) == 0) co_return false;
-    const auto deadline =
-        std::chrono::steady_clock::now() + src_.current()->cache.slot_call_timeout;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
     net::steady_timer timer(co_await net::this_coro::executor);
     while (leases_.count(key) > 0 && std::chrono::steady_clock::now() < deadline) {
         timer.expires_after(std::chrono::milliseconds(50));
@@ -50,9 +49,9 @@ awaitable<bool> disk_tier::wait_for_save(const std::string& key) {
     co_return true;
 }
 
-awaitable<disk_action> disk_tier::restore(upstream::pool& pool, routing::ticket& t, const prefix& p,
-                                          const cache::snapshot& s) {
-    upstream::slot_client llama(pool, src_.current(), t.p.backend);
+awaitable<disk_action> disk_tier::restore(const request_scope& rq, routing::ticket& t,
+                                          const prefix& p, const cache::snapshot& s) {
+    upstream::slot_client llama(rq.pool, rq.cfg, t.p.backend);
     const auto& b = llama.backend();
     auto* idx = p.index;
     const routing::work_mark restoring(reg_, t.p.backend, *t.p.slot, routing::slot_work::restoring,

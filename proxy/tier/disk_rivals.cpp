@@ -15,7 +15,7 @@
 namespace warmslot::tier {
 using namespace disk_detail;
 
-awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::ticket& t,
+awaitable<void> disk_tier::clear_rivals(const request_scope& rq, const routing::ticket& t,
                                         const routing::fingerprint& fp,
                                         const cache::token_chain* chain, bool prepared) {
     if (!t.p.slot || !enabled_for(t.p.backend)) co_return;
@@ -39,7 +39,7 @@ awaitable<void> disk_tier::clear_rivals(upstream::pool& pool, const routing::tic
         }
     }
     if (rivals.empty()) co_return;
-    upstream::slot_client llama(pool, src_.current(), t.p.backend);
+    upstream::slot_client llama(rq.pool, rq.cfg, t.p.backend);
     const auto& b = llama.backend();
     // Only slots llama-server itself shows idle: an erase waits for a busy slot, then would
     // clear what its request just computed.

@@ -18,7 +18,7 @@ bool disk_tier::holds_more(const routing::ticket& t, const prefix& p) const {
     return false;
 }
 
-awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing::ticket& t,
+awaitable<disk_action> disk_tier::restore_or_keep(const request_scope& rq, routing::ticket& t,
                                                   const prefix& p, bool judged) {
     disk_action kept;
     if (!restores_allowed(t.p.backend)) co_return kept;
@@ -32,7 +32,7 @@ awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing:
     costs.prefill_tokens_per_second =
         views[static_cast<std::size_t>(t.p.backend)].prefill_tokens_per_second;
     costs.file_bytes = found->bytes;
-    const auto& backend = src_.current()->backends[static_cast<std::size_t>(t.p.backend)];
+    const auto& backend = rq.cfg->backends[static_cast<std::size_t>(t.p.backend)];
     const auto info = reg_.info(t.p.backend);
     const auto prior = cache::rollback_prior(
         info && routing::rolls_back_to_checkpoints_only(info->architecture),
@@ -59,8 +59,8 @@ awaitable<disk_action> disk_tier::restore_or_keep(upstream::pool& pool, routing:
         co_return kept;
     }
     // The slot's prefix, another tenant's maybe, is saved at the asking tenant's cost.
-    const auto before = co_await save_reserved(pool, t, p.key, false, p.tenant);
-    auto a = co_await restore(pool, t, p, *found);
+    const auto before = co_await save_reserved(rq, t, p.key, false, p.tenant);
+    auto a = co_await restore(rq, t, p, *found);
     a.primed += before.primed;
     a.judged = judged;
     if (a.what == disk_action::kind::restored) a.choice = choice.why;

@@ -74,10 +74,10 @@ std::optional<disk_tier::remembered> disk_tier::remembered_at(int backend, int s
     return it->second;
 }
 
-awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, int slot,
+awaitable<slot_report> disk_tier::save_slot(const request_scope& rq, int backend, int slot,
                                             std::optional<std::string> charge_to) {
     slot_report r;
-    r.backend = src_.current()->backends[static_cast<std::size_t>(backend)].name;
+    r.backend = rq.cfg->backends[static_cast<std::size_t>(backend)].name;
     r.slot = slot;
     const auto m = remembered_at(backend, slot);
     if (!m) {
@@ -98,18 +98,18 @@ awaitable<slot_report> disk_tier::save_slot(upstream::pool& pool, int backend, i
     }
     routing::reservation t(reg_, std::move(*idle));  // cancelled if the save never ends
     t.preparing(true);
-    r = co_await save_reserved(pool, *t, "", true, std::move(charge_to));
+    r = co_await save_reserved(rq, *t, "", true, std::move(charge_to));
     t.release();  // the save kept what the registry believes of the slot up to date
     co_return r;
 }
 
 // The slot is reserved by `t`. Saves the stable prefix it was last seen holding, when it still
 // holds it, it is not `except_key` (the prefix about to go there) and it is not on disk yet.
-awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::ticket& t,
+awaitable<slot_report> disk_tier::save_reserved(const request_scope& rq, routing::ticket& t,
                                                 std::string except_key, bool on_demand,
                                                 std::optional<std::string> charge_to) {
     slot_report r;
-    r.backend = src_.current()->backends[static_cast<std::size_t>(t.p.backend)].name;
+    r.backend = rq.cfg->backends[static_cast<std::size_t>(t.p.backend)].name;
     r.slot = *t.p.slot;
     const auto m = remembered_at(t.p.backend, *t.p.slot);
     if (!m) {
@@ -151,12 +151,12 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
         p.body = m->body.get();
         p.tenant = charge_to ? *charge_to : m->tenant;
         // Keyed as the owner's request keyed it: under isolation the owner is part of the key.
-        const auto chain = co_await request_chain(pool, t.p.backend, *m->body, m->tenant);
-        if (!chain || !co_await place_tokens(pool, t.p.backend, p, *chain) || p.key != m->key) {
+        const auto chain = co_await request_chain(rq, t.p.backend, *m->body, m->tenant);
+        if (!chain || !co_await place_tokens(rq, t.p.backend, p, *chain) || p.key != m->key) {
             r.reason = "its prefix no longer renders to the tokens it had";
             co_return r;
         }
-        const auto a = co_await snapshot(pool, t, p, on_demand);
+        const auto a = co_await snapshot(rq, t, p, on_demand);
         r.saved = a.what == disk_action::kind::snapshotted;
         r.tokens = a.tokens;
         r.primed = a.primed;
@@ -170,10 +170,10 @@ awaitable<slot_report> disk_tier::save_reserved(upstream::pool& pool, routing::t
     co_return r;
 }
 
-awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backend,
+awaitable<save_report> disk_tier::save_valuable(const request_scope& rq, int backend,
                                                 std::optional<std::string> charge_to) {
     save_report rep;
-    const std::string name = src_.current()->backends[static_cast<std::size_t>(backend)].name;
+    const std::string name = rq.cfg->backends[static_cast<std::size_t>(backend)].name;
     if (!enabled_for(backend)) {
         rep.slots.push_back(
             skipped(name, -1, "no disk tier (cache disabled or no slot_save_path)"));
@@ -186,12 +186,12 @@ awaitable<save_report> disk_tier::save_valuable(upstream::pool& pool, int backen
     }
     const auto views = reg_.snapshot();
     for (const auto& s : views[static_cast<std::size_t>(backend)].slots) {
-        rep.slots.push_back(co_await save_slot(pool, backend, s.id, charge_to));
+        rep.slots.push_back(co_await save_slot(rq, backend, s.id, charge_to));
     }
     co_return rep;
 }
 
-awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool& pool, json body,
+awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(const request_scope& rq, json body,
                                                                  std::string model,
                                                                  std::string tenant,
                                                                  warm_watch* watch) {
@@ -202,7 +202,7 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
     }
     // Only backends of this config snapshot are candidates: a reload may grow the registry
     // before the snapshot it indexes.
-    const auto cfg = src_.current();
+    const auto cfg = rq.cfg;
     routing::reservation held(
         reg_, reg_.reserve(&*fp, reg_.multi_model() ? model : std::string(), fp->total_bytes,
                            routing::clock::now(), false, cfg->backends.size(), true, tenant,
@@ -235,15 +235,15 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
         co_return refuse(api::error_kind::backend_unavailable,
                          "backend " + name + " has not been probed yet; try again later");
     }
-    auto p = stable_prefix(t.p.backend, *fp, body);
+    auto p = stable_prefix(*rq.cfg, t.p.backend, *fp, body);
     if (!p) {
         co_return refuse(api::error_kind::bad_request,
                          fmt::format("the prefix is shorter than cache.min_prefix_tokens ({})",
-                                     src_.current()->cache.min_prefix_tokens));
+                                     rq.cfg->cache.min_prefix_tokens));
     }
     p->tenant = std::move(tenant);
-    const auto chain = co_await request_chain(pool, t.p.backend, body, p->tenant);
-    if (!chain || !co_await place_tokens(pool, t.p.backend, *p, *chain)) {
+    const auto chain = co_await request_chain(rq, t.p.backend, body, p->tenant);
+    if (!chain || !co_await place_tokens(rq, t.p.backend, *p, *chain)) {
         co_return refuse(api::error_kind::bad_request,
                          "the messages before the final user turn do not render as a prefix of "
                          "the request's tokens on backend " +
@@ -265,9 +265,9 @@ awaitable<std::variant<slot_report, warm_error>> disk_tier::warm(upstream::pool&
             co_return result(r);
         }
         // If worth keeping; charged to whoever asked for the warm-up, not the slot's tenant.
-        const auto before = co_await save_reserved(pool, t, p->key, true, p->tenant);
+        const auto before = co_await save_reserved(rq, t, p->key, true, p->tenant);
         remember(t.p.backend, *t.p.slot, *p);
-        const auto a = co_await snapshot(pool, t, *p, true, watch);
+        const auto a = co_await snapshot(rq, t, *p, true, watch);
         r.primed = before.primed + a.primed;
         if (a.what == disk_action::kind::snapshotted) {
             r.saved = true;

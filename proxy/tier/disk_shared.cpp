@@ -149,9 +149,9 @@ std::uint64_t disk_tier::shared_evictions_total() const {
     return shared_->evicted;
 }
 
-awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backend,
+awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(const config::snapshot& cfg,
+                                                                       int backend,
                                                                        const prefix& p) {
-    const auto cfg = src_.current();
     const auto& c = cfg->cache;
     const auto info = reg_.info(backend);
     if (c.shared_dir.empty() || !info) co_return std::nullopt;
@@ -178,7 +178,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
         co_return std::nullopt;
     }
     const auto entry = **looked;
-    if (entry.bytes > room_for(p)) {
+    if (entry.bytes > room_for(*cfg, p)) {
         shared_->count("fetch", "too_big");
         co_return std::nullopt;
     }
@@ -209,7 +209,7 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
     row.tokens = entry.tokens;
     row.bytes = entry.bytes;
     row.prefill_seconds = entry.prefill_seconds;
-    co_await index_brought(p, row);
+    co_await index_brought(*cfg, p, row);
     log()->info(
         "prefix {} ({} tokens, published by {}) copied from the shared tier into {}'s "
         "directory",
@@ -218,8 +218,8 @@ awaitable<std::optional<disk_tier::found_file>> disk_tier::from_shared(int backe
 }
 
 // In the background: the request that saved the file does not wait for the shared tier.
-void disk_tier::publish(int backend, const cache::snapshot& s, const std::filesystem::path& file) {
-    const auto cfg = src_.current();
+void disk_tier::publish(const config::snapshot& cfg, int backend, const cache::snapshot& s,
+                        const std::filesystem::path& file) {
     const auto& c = cfg->cache;
     if (c.shared_dir.empty() || s.tokens == 0 || s.bytes == 0) return;
     auto tier = shared_;

@@ -79,11 +79,11 @@ awaitable<bool> disk_tier::indexed_or_cleared(cache::index* idx, const std::stri
     });
 }
 
-awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket& t,
+awaitable<disk_action> disk_tier::snapshot(const request_scope& rq, routing::ticket& t,
                                            const prefix& p, bool on_demand, warm_watch* watch) {
     disk_action a;
-    const auto cfg = src_.current();
-    upstream::slot_client llama(pool, cfg, t.p.backend);
+    const auto cfg = rq.cfg;
+    upstream::slot_client llama(rq.pool, cfg, t.p.backend);
     const auto& b = llama.backend();
     if (!on_demand && !saves_allowed(t.p.backend)) {
         log()->debug("no snapshot of {} on {}: saving there pauses after failed saves", p.key,
@@ -159,7 +159,7 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
     reg_.set_held(t, p.levels, tokens->size());
     if (watch) watch->now = warm_watch::phase::save;
     cache::snapshot s;
-    const bool ok = co_await save_file(pool, t, p, tokens->size(), s);
+    const bool ok = co_await save_file(rq, t, p, tokens->size(), s);
     saved(t.p.backend, ok);
     if (!ok) co_return a;
     if (s.tokens != tokens->size()) {
@@ -189,7 +189,8 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
         }
         return dropped;
     });
-    publish(t.p.backend, s, idx->slot_dir() / s.file);  // to the shared tier, in the background
+    publish(rq.cfg, t.p.backend, s,
+            idx->slot_dir() / s.file);  // to the shared tier, in the background
     a.what = disk_action::kind::snapshotted;
     a.tokens = s.tokens;
     a.key = p.key;
@@ -207,9 +208,9 @@ awaitable<disk_action> disk_tier::snapshot(upstream::pool& pool, routing::ticket
 // Saves the slot (primed with exactly `p`) as p's file and fills `s` for the index. A save that
 // fails for want of disk space makes room (the budget's least valuable files) and tries once
 // more; any other failure evicts nothing (cache::judge_save_failure).
-awaitable<bool> disk_tier::save_file(upstream::pool& pool, routing::ticket& t, const prefix& p,
+awaitable<bool> disk_tier::save_file(const request_scope& rq, routing::ticket& t, const prefix& p,
                                      std::size_t tokens, cache::snapshot& s) {
-    upstream::slot_client llama(pool, src_.current(), t.p.backend);
+    upstream::slot_client llama(rq.pool, rq.cfg, t.p.backend);
     const auto& b = llama.backend();
     auto* idx = p.index;
     const std::string file = cache::file_name_for(p.key);

@@ -36,6 +36,7 @@
 #include "net/beast.hpp"
 #include "routing/registry.hpp"
 #include "tier/disk_reports.hpp"
+#include "tier/request_scope.hpp"
 #include "upstream/pool.hpp"
 #include "upstream/slot_client.hpp"
 
@@ -71,7 +72,8 @@ class disk_tier {
     // std::nullopt when the request is too short for any file, the tier is off for the backend,
     // or the backend refuses to render it. Called before the slot's state is trusted: its calls
     // are the first to meet a restarted backend.
-    awaitable<std::optional<cache::token_chain>> request_tokens(upstream::pool& pool, int backend,
+    awaitable<std::optional<cache::token_chain>> request_tokens(const request_scope& rq,
+                                                                int backend,
                                                                 const routing::fingerprint& fp,
                                                                 const nlohmann::json& body,
                                                                 const std::string& tenant);
@@ -92,7 +94,7 @@ class disk_tier {
     // floating request (Messages) primes and saves before it all the same; it and a pinned one
     // both get a conversation file after the answer (cache.conversation_files, see
     // conversation_due).
-    awaitable<disk_action> prepare(upstream::pool& pool, routing::ticket& t,
+    awaitable<disk_action> prepare(const request_scope& rq, routing::ticket& t,
                                    const routing::fingerprint& fp, const nlohmann::json& body,
                                    const cache::token_chain& chain, std::string tenant,
                                    bool save_after_answer = false);
@@ -102,7 +104,7 @@ class disk_tier {
     // (`prompt_tokens`) followed by its answer (up to `answer_tokens`: GET /slots counts the
     // KV's tokens), and indexes the file under the prefix. Returns `a` with what was done
     // (kind::snapshotted, after_answer). Never throws.
-    awaitable<disk_action> save_after_answer(upstream::pool& pool, routing::ticket& t,
+    awaitable<disk_action> save_after_answer(const request_scope& rq, routing::ticket& t,
                                              disk_action a, std::uint64_t prompt_tokens,
                                              std::uint64_t answer_tokens);
     // The file due on (backend, slot) is not saved: the request failed or went elsewhere.
@@ -114,7 +116,7 @@ class disk_tier {
     // restored or primed for it, so it holds exactly a prefix of them): on a model that rolls
     // back to checkpoints only, an idle slot that may share as many tokens (token_rival) is
     // erased too; there the request would recompute its whole prompt. Never throws.
-    awaitable<void> clear_rivals(upstream::pool& pool, const routing::ticket& t,
+    awaitable<void> clear_rivals(const request_scope& rq, const routing::ticket& t,
                                  const routing::fingerprint& fp, const cache::token_chain* chain,
                                  bool prepared);
 
@@ -127,7 +129,7 @@ class disk_tier {
         bool emptied = false;      // the slot holds nothing now
         std::uint64_t primed = 0;  // prompt tokens llama-server computed to save the prefix
     };
-    awaitable<hand_over_result> hand_over(upstream::pool& pool, routing::ticket& t);
+    awaitable<hand_over_result> hand_over(const request_scope& rq, routing::ticket& t);
 
     // After the response: judges whether the restore was useful. Several useless ones in a row
     // mean this backend cannot restore usefully (e.g. a sliding-window model without
@@ -157,7 +159,7 @@ class disk_tier {
     // backend stops and by POST /admin/snapshot. Never throws. A file is charged to
     // `charge_to` when given (the tenant whose request made the backend stop: a swap), else to
     // the tenant whose request brought the prefix to the slot.
-    awaitable<save_report> save_valuable(upstream::pool& pool, int backend,
+    awaitable<save_report> save_valuable(const request_scope& rq, int backend,
                                          std::optional<std::string> charge_to = std::nullopt);
 
     // Primes an idle slot of a backend serving the chat request `body` with its stable prefix
@@ -165,8 +167,9 @@ class disk_tier {
     // `model` is the name to route by ("" = any backend); the file is charged to `tenant`.
     // POST /admin/warm.
     // `watch` (may be null) follows the priming and save of the prefix.
-    awaitable<std::variant<slot_report, warm_error>> warm(upstream::pool& pool, nlohmann::json body,
-                                                          std::string model, std::string tenant,
+    awaitable<std::variant<slot_report, warm_error>> warm(const request_scope& rq,
+                                                          nlohmann::json body, std::string model,
+                                                          std::string tenant,
                                                           warm_watch* watch = nullptr);
 
     // Every open index's files (tier/disk_listing.cpp): read on the index thread only when an
@@ -185,46 +188,49 @@ class disk_tier {
     struct prefix;  // tier/disk_prefix.hpp
     // The stable messages (before the final user turn) when their estimated tokens reach
     // cache.min_prefix_tokens; its tokens and key are not known yet (place_tokens).
-    std::optional<prefix> stable_prefix(int backend, const routing::fingerprint& fp,
-                                        const nlohmann::json& body);
+    std::optional<prefix> stable_prefix(const config::config& cfg, int backend,
+                                        const routing::fingerprint& fp, const nlohmann::json& body);
     // The request's prompt tokens as the chat endpoint makes them, chained under the backend's
     // identity and, under tenant isolation, the tenant whose request they are; with `stable`,
     // its stable messages' token count is learned at the same time (tier/disk_tokens.cpp).
-    awaitable<std::optional<cache::token_chain>> request_chain(upstream::pool& pool, int backend,
+    awaitable<std::optional<cache::token_chain>> request_chain(const request_scope& rq, int backend,
                                                                const nlohmann::json& body,
                                                                const std::string& tenant,
                                                                const prefix* stable = nullptr);
     // request_chain with the stable messages when their count is not remembered yet.
-    awaitable<std::optional<cache::token_chain>> chain_and_prefix(upstream::pool& pool, int backend,
+    awaitable<std::optional<cache::token_chain>> chain_and_prefix(const request_scope& rq,
+                                                                  int backend,
                                                                   const routing::fingerprint& fp,
                                                                   const nlohmann::json& body,
                                                                   const std::string& tenant);
     std::string placed_key(int backend, const prefix& p) const;
     void remember_placed(const std::string& memo, std::size_t tokens);
     static bool starts(const std::vector<int>& full, const std::vector<int>& part);
-    awaitable<std::optional<std::string>> prefix_text(upstream::pool& pool, int backend,
+    awaitable<std::optional<std::string>> prefix_text(const request_scope& rq, int backend,
                                                       const nlohmann::json& messages,
                                                       const nlohmann::json& body);
     // Fills p's tokens and key from its messages, when they render as a prefix of `chain`.
-    awaitable<bool> place_tokens(upstream::pool& pool, int backend, prefix& p,
+    awaitable<bool> place_tokens(const request_scope& rq, int backend, prefix& p,
                                  const cache::token_chain& chain);
     // The longest learned split point `chain` passes (recording it), as a prefix; std::nullopt
     // when it has none of at least cache.min_prefix_tokens.
-    std::optional<prefix> learned_prefix(int backend, const cache::token_chain& chain,
+    std::optional<prefix> learned_prefix(const config::config& cfg, int backend,
+                                         const cache::token_chain& chain,
                                          const nlohmann::json& body, cache::index* idx);
     // What a miss does once its tokens are known: restore the longest file, then prime and save
     // a longer split point when one is due.
     // `conversation`: a conversation file may be left due (conversation_due); `tenant` is charged.
-    awaitable<disk_action> miss(upstream::pool& pool, routing::ticket& t, std::optional<prefix> msg,
-                                std::optional<prefix> learned, const cache::token_chain& chain,
-                                bool judged, bool floating, std::optional<std::size_t> slot_common,
-                                bool defer, bool conversation, const std::string& tenant);
+    awaitable<disk_action> miss(const request_scope& rq, routing::ticket& t,
+                                std::optional<prefix> msg, std::optional<prefix> learned,
+                                const cache::token_chain& chain, bool judged, bool floating,
+                                std::optional<std::size_t> slot_common, bool defer,
+                                bool conversation, const std::string& tenant);
     // The steps of a miss (tier/disk_miss.cpp), on its state as it goes.
     struct miss_state;
     awaitable<void> find_for_miss(miss_state& m);
     void choose_due(miss_state& m);
     void prepare_elsewhere(miss_state& m);  // a floating request's
-    awaitable<disk_action> restore_found(upstream::pool& pool, miss_state& m);
+    awaitable<disk_action> restore_found(const request_scope& rq, miss_state& m);
     // The tokens of the longest file in the backend's own directory that holds a start of
     // `chain`; 0 when none does.
     awaitable<std::uint64_t> longest_own_file(int backend, cache::index* idx,
@@ -235,7 +241,8 @@ class disk_tier {
     // start; std::nullopt: looked up) by a quarter of cache.min_prefix_tokens and a quarter of
     // `have`: the disk written per conversation stays within a few times its final size. Sets
     // a.save_due; nothing when a file is due already.
-    awaitable<void> conversation_due(routing::ticket& t, const cache::token_chain& chain,
+    awaitable<void> conversation_due(const config::config& cfg, routing::ticket& t,
+                                     const cache::token_chain& chain,
                                      std::optional<std::uint64_t> have, const std::string& tenant,
                                      disk_action& a);
     // The prefix's file left for save_after_answer on t's slot, when `defer` and the backend's
@@ -244,7 +251,7 @@ class disk_tier {
     // Sets p.checkpoint_at: the tokens of the request's messages before its last user message,
     // when they are a prefix of `chain` shorter than p and longer than the `held` tokens of it
     // the slot already holds.
-    awaitable<void> mark_checkpoint(upstream::pool& pool, int backend, prefix& p,
+    awaitable<void> mark_checkpoint(const request_scope& rq, int backend, prefix& p,
                                     const cache::token_chain& chain, std::size_t held);
     // How many leading blocks the prompt last prepared on the slot shares with `chain` (what the
     // slot is believed to hold), or std::nullopt when none is remembered.
@@ -263,54 +270,58 @@ class disk_tier {
         std::string brought;  // "linked" or "copied"
         bool shared = false;  // copied from the shared tier
     };
-    awaitable<std::optional<found_file>> find_file(int backend, const prefix& p, bool allowed);
-    awaitable<std::optional<found_file>> from_replica(int backend, const prefix& p);
-    std::uint64_t room_for(const prefix& p) const;
-    awaitable<void> index_brought(const prefix& p, cache::snapshot& row);
+    awaitable<std::optional<found_file>> find_file(const config::snapshot& cfg, int backend,
+                                                   const prefix& p, bool allowed);
+    awaitable<std::optional<found_file>> from_replica(const config::snapshot& cfg, int backend,
+                                                      const prefix& p);
+    static std::uint64_t room_for(const config::config& cfg, const prefix& p);
+    awaitable<void> index_brought(const config::config& cfg, const prefix& p, cache::snapshot& row);
     // From the shared tier, and publishing to it after a save (tier/disk_shared.cpp).
-    awaitable<std::optional<found_file>> from_shared(int backend, const prefix& p);
-    void publish(int backend, const cache::snapshot& s, const std::filesystem::path& file);
+    awaitable<std::optional<found_file>> from_shared(const config::snapshot& cfg, int backend,
+                                                     const prefix& p);
+    void publish(const config::snapshot& cfg, int backend, const cache::snapshot& s,
+                 const std::filesystem::path& file);
     struct other_index {
         std::string backend;  // named after this backend
         cache::index* index = nullptr;
         bool same_identity = false;  // that backend runs what the asking one runs
     };
-    std::vector<other_index> other_indexes(int backend) const;
-    awaitable<disk_action> restore(upstream::pool& pool, routing::ticket& t, const prefix& p,
+    std::vector<other_index> other_indexes(const config::snapshot& cfg, int backend) const;
+    awaitable<disk_action> restore(const request_scope& rq, routing::ticket& t, const prefix& p,
                                    const cache::snapshot& s);
     // The slot holds p and more: restore p's file, or keep the slot for a rollback, whichever
     // is expected to cost less (tier/disk_rollback.cpp).
     bool holds_more(const routing::ticket& t, const prefix& p) const;
-    awaitable<bool> wait_for_save(const std::string& key);
-    awaitable<disk_action> restore_or_keep(upstream::pool& pool, routing::ticket& t,
+    awaitable<bool> wait_for_save(const std::string& key, std::chrono::milliseconds limit);
+    awaitable<disk_action> restore_or_keep(const request_scope& rq, routing::ticket& t,
                                            const prefix& p, bool judged);
     // `on_demand`: an explicit save (POST /admin/snapshot, /admin/warm, before a stop), which
     // the backoff after failed saves does not hold back.
-    awaitable<disk_action> snapshot(upstream::pool& pool, routing::ticket& t, const prefix& p,
+    awaitable<disk_action> snapshot(const request_scope& rq, routing::ticket& t, const prefix& p,
                                     bool on_demand, warm_watch* watch = nullptr);
     // Whether `key` has a row in `idx`; when not, a file of its name without a row is removed,
     // so that a save makes a new file rather than writing through it (tier/disk_snapshot.cpp).
     awaitable<bool> indexed_or_cleared(cache::index* idx, const std::string& key);
-    awaitable<bool> save_file(upstream::pool& pool, routing::ticket& t, const prefix& p,
+    awaitable<bool> save_file(const request_scope& rq, routing::ticket& t, const prefix& p,
                               std::size_t tokens, cache::snapshot& s);
     awaitable<void> drop_checkpoints(upstream::slot_client& llama, routing::ticket& t,
                                      std::string file, std::uint64_t tokens);
-    awaitable<std::optional<std::vector<int>>> prefix_tokens(upstream::pool& pool, int backend,
+    awaitable<std::optional<std::vector<int>>> prefix_tokens(const request_scope& rq, int backend,
                                                              const nlohmann::json& messages,
                                                              const nlohmann::json& body,
                                                              const std::vector<int>& full);
-    awaitable<std::optional<std::string>> rendered_text(upstream::pool& pool, int backend,
+    awaitable<std::optional<std::string>> rendered_text(const request_scope& rq, int backend,
                                                         const nlohmann::json& body);
-    awaitable<std::optional<std::vector<int>>> tokens_of(upstream::pool& pool, int backend,
+    awaitable<std::optional<std::vector<int>>> tokens_of(const request_scope& rq, int backend,
                                                          std::string text);
     // Tokens by parts (tier/disk_tokens.cpp).
     cache::token_parts& parts_for(const std::string& identity);  // under mu_
     awaitable<bool> judge_markers(upstream::slot_client& llama, const std::string& identity,
                                   std::string_view text);
     awaitable<std::vector<std::optional<std::vector<int>>>> tokens_of_all(
-        upstream::pool& pool, int backend, std::vector<std::string> texts);
+        const request_scope& rq, int backend, std::vector<std::string> texts);
     awaitable<std::optional<std::vector<std::vector<int>>>> tokens_by_parts(
-        upstream::pool& pool, int backend, std::string identity, std::vector<std::string> texts);
+        const request_scope& rq, int backend, std::string identity, std::vector<std::string> texts);
     static void log_prompt(const std::vector<int>& tokens, std::size_t bytes, double render_ms,
                            double tokenize_ms);
     cache::index* index_for(int backend) const;
@@ -319,10 +330,10 @@ class disk_tier {
     void saved(int backend, bool ok);
     void open_indexes(const config::config& cfg);  // under mu_
     void remember(int backend, int slot, const prefix& p);
-    awaitable<slot_report> save_slot(upstream::pool& pool, int backend, int slot,
+    awaitable<slot_report> save_slot(const request_scope& rq, int backend, int slot,
                                      std::optional<std::string> charge_to);
     // `charge_to`: the tenant the file is charged to; std::nullopt: the slot's own.
-    awaitable<slot_report> save_reserved(upstream::pool& pool, routing::ticket& t,
+    awaitable<slot_report> save_reserved(const request_scope& rq, routing::ticket& t,
                                          std::string except_key, bool on_demand,
                                          std::optional<std::string> charge_to);
 
@@ -349,9 +360,10 @@ class disk_tier {
     // Files being saved after an answer, key -> tokens: the conversation's next request may come
     // before its file is indexed (the client has the answer first).
     std::map<std::string, std::uint64_t> saving_after_;
-    // Waits, at most slot_call_timeout, while a file holding a longer prefix of `chain` than
-    // `have` tokens is being saved after an answer. True when it waited.
-    awaitable<bool> wait_for_saves_of(const cache::token_chain& chain, std::uint64_t have);
+    // Waits, at most `limit` (cache.slot_call_timeout), while a file holding a longer prefix of
+    // `chain` than `have` tokens is being saved after an answer. True when it waited.
+    awaitable<bool> wait_for_saves_of(const cache::token_chain& chain, std::uint64_t have,
+                                      std::chrono::milliseconds limit);
     cache::key_leases leases_;  // keys being looked up, saved or restored
     // What the tier learned of one backend from its own calls there, under mu_.
     struct backend_state {

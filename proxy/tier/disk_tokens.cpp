@@ -53,16 +53,16 @@ std::uint64_t fnv1a(const std::vector<int>& tokens) {
 // The request's tokens, with its stable messages' when their count is not remembered yet
 // (chain_and_prefix), and how long naming it took (the debug line tests/bench/tokens.mjs reads).
 awaitable<std::optional<cache::token_chain>> disk_tier::chain_and_prefix(
-    upstream::pool& pool, int backend, const routing::fingerprint& fp, const nlohmann::json& body,
-    const std::string& tenant) {
+    const request_scope& rq, int backend, const routing::fingerprint& fp,
+    const nlohmann::json& body, const std::string& tenant) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto msg = stable_prefix(backend, fp, body);
+    auto msg = stable_prefix(*rq.cfg, backend, fp, body);
     if (msg) {
         const auto memo = placed_key(backend, *msg);
         std::lock_guard lock(mu_);
         if (placed_.contains(memo)) msg.reset();
     }
-    auto chain = co_await request_chain(pool, backend, body, tenant, msg ? &*msg : nullptr);
+    auto chain = co_await request_chain(rq, backend, body, tenant, msg ? &*msg : nullptr);
     if (chain) log()->debug("request named by {} tokens in {:.2f} ms", chain->size(), since(t0));
     co_return chain;
 }
@@ -72,7 +72,7 @@ awaitable<std::optional<cache::token_chain>> disk_tier::chain_and_prefix(
 // tokenized in one go, so that the stable messages' parts are the request's (cache/token_parts);
 // their count is remembered (placed_) when they are a prefix of the request's, and prepare()
 // then finds it there (place_tokens) instead of rendering them after the request's own calls.
-awaitable<std::optional<cache::token_chain>> disk_tier::request_chain(upstream::pool& pool,
+awaitable<std::optional<cache::token_chain>> disk_tier::request_chain(const request_scope& rq,
                                                                       int backend,
                                                                       const nlohmann::json& body,
                                                                       const std::string& tenant,
@@ -85,17 +85,17 @@ awaitable<std::optional<cache::token_chain>> disk_tier::request_chain(upstream::
     std::optional<std::string> text, stable_text;
     if (stable) {
         using namespace net::experimental::awaitable_operators;
-        std::tie(text, stable_text) = co_await (rendered_text(pool, backend, whole) &&
-                                                prefix_text(pool, backend, stable->messages, body));
+        std::tie(text, stable_text) = co_await (rendered_text(rq, backend, whole) &&
+                                                prefix_text(rq, backend, stable->messages, body));
     } else {
-        text = co_await rendered_text(pool, backend, whole);
+        text = co_await rendered_text(rq, backend, whole);
     }
     if (!text) co_return std::nullopt;
     const auto rendered = since(t0);
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<std::string> texts{*text};
     if (stable_text) texts.push_back(std::move(*stable_text));
-    auto all = co_await tokens_of_all(pool, backend, std::move(texts));
+    auto all = co_await tokens_of_all(rq, backend, std::move(texts));
     auto& tokens = all.front();
     if (!tokens || tokens->empty()) co_return std::nullopt;
     log_prompt(*tokens, text->size(), rendered, since(t1));
@@ -103,7 +103,7 @@ awaitable<std::optional<cache::token_chain>> disk_tier::request_chain(upstream::
         remember_placed(placed_key(backend, *stable), all.back()->size());
     }
     co_return cache::token_chain(
-        cache::key_scope(info->identity, src_.current()->cache.isolated() ? &tenant : nullptr),
+        cache::key_scope(info->identity, rq.cfg->cache.isolated() ? &tenant : nullptr),
         std::move(*tokens));
 }
 
@@ -127,15 +127,15 @@ bool disk_tier::starts(const std::vector<int>& full, const std::vector<int>& par
 // Render the prefix and the whole request the way the chat endpoint does, and keep the prefix
 // only when its tokens are a prefix of the request's tokens (a template may render a message
 // differently once more follow it, and a tokenizer may merge across the cut).
-awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::pool& pool,
+awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(const request_scope& rq,
                                                                     int backend,
                                                                     const nlohmann::json& messages,
                                                                     const nlohmann::json& body,
                                                                     const std::vector<int>& full) {
     if (full.empty()) co_return std::nullopt;
-    const auto text = co_await prefix_text(pool, backend, messages, body);
+    const auto text = co_await prefix_text(rq, backend, messages, body);
     if (!text) co_return std::nullopt;
-    auto alone = co_await tokens_of(pool, backend, *text);
+    auto alone = co_await tokens_of(rq, backend, *text);
     if (!alone || !starts(full, *alone)) co_return std::nullopt;
     co_return alone;
 }
@@ -146,14 +146,14 @@ awaitable<std::optional<std::vector<int>>> disk_tier::prefix_tokens(upstream::po
 // those begins, or a few tokens before (api/prefix_cut.hpp). Never later: a hybrid model then
 // keeps the checkpoint llama-server makes where the request's last user message starts, which
 // the next question on the same prefix rolls back to.
-awaitable<std::optional<std::string>> disk_tier::prefix_text(upstream::pool& pool, int backend,
+awaitable<std::optional<std::string>> disk_tier::prefix_text(const request_scope& rq, int backend,
                                                              const nlohmann::json& messages,
                                                              const nlohmann::json& body) {
     nlohmann::json part = body;
     part.erase("stream");
     part["messages"] = messages;
     part["add_generation_prompt"] = false;
-    auto alone = co_await rendered_text(pool, backend, part);
+    auto alone = co_await rendered_text(rq, backend, part);
     if (alone) co_return alone;
     // With one and with two stand-in user turns, both at once; the text before the first of
     // them (api::stable_text_end).
@@ -163,7 +163,7 @@ awaitable<std::optional<std::string>> disk_tier::prefix_text(upstream::pool& poo
     twice["messages"].push_back(turn);
     using namespace net::experimental::awaitable_operators;
     const auto [one, two] =
-        co_await (rendered_text(pool, backend, part) && rendered_text(pool, backend, twice));
+        co_await (rendered_text(rq, backend, part) && rendered_text(rq, backend, twice));
     if (!one || !two) co_return std::nullopt;
     const auto end = api::stable_text_end(*one, *two);
     if (!end) co_return std::nullopt;
@@ -182,38 +182,38 @@ void disk_tier::log_prompt(const std::vector<int>& tokens, std::size_t bytes, do
 }
 
 // The prompt text /apply-template renders for a chat body; std::nullopt when it refuses.
-awaitable<std::optional<std::string>> disk_tier::rendered_text(upstream::pool& pool, int backend,
+awaitable<std::optional<std::string>> disk_tier::rendered_text(const request_scope& rq, int backend,
                                                                const nlohmann::json& body) {
-    upstream::slot_client llama(pool, src_.current(), backend);
+    upstream::slot_client llama(rq.pool, rq.cfg, backend);
     co_return (co_await llama.apply_template(body)).value;
 }
 
 // `text` tokenized as the chat endpoint does: special tokens added and parsed.
-awaitable<std::optional<std::vector<int>>> disk_tier::tokens_of(upstream::pool& pool, int backend,
-                                                                std::string text) {
+awaitable<std::optional<std::vector<int>>> disk_tier::tokens_of(const request_scope& rq,
+                                                                int backend, std::string text) {
     std::vector<std::string> one;
     one.push_back(std::move(text));
-    auto all = co_await tokens_of_all(pool, backend, std::move(one));
+    auto all = co_await tokens_of_all(rq, backend, std::move(one));
     co_return std::move(all.front());
 }
 
 // Each of `texts` tokenized as the chat endpoint does: by parts when one of them is long, with
 // one call for the parts none of them had before; else each whole.
 awaitable<std::vector<std::optional<std::vector<int>>>> disk_tier::tokens_of_all(
-    upstream::pool& pool, int backend, std::vector<std::string> texts) {
+    const request_scope& rq, int backend, std::vector<std::string> texts) {
     const auto info = reg_.info(backend);
     const bool long_text = std::any_of(texts.begin(), texts.end(), [](const std::string& t) {
         return t.size() >= min_parted_text;
     });
     if (info && !info->identity.empty() && long_text) {
-        auto parted = co_await tokens_by_parts(pool, backend, info->identity, texts);
+        auto parted = co_await tokens_by_parts(rq, backend, info->identity, texts);
         if (parted) {
             std::vector<std::optional<std::vector<int>>> out;
             for (auto& t : *parted) out.emplace_back(std::move(t));
             co_return out;
         }
     }
-    upstream::slot_client llama(pool, src_.current(), backend);
+    upstream::slot_client llama(rq.pool, rq.cfg, backend);
     std::vector<std::optional<std::vector<int>>> out;
     for (auto& t : texts) out.push_back((co_await llama.tokenize(std::move(t))).value);
     co_return out;
@@ -255,8 +255,8 @@ awaitable<bool> disk_tier::judge_markers(upstream::slot_client& llama, const std
 // when parts are off for the model or a call failed (the caller then tokenizes each text whole).
 // Now and then the first text is tokenized whole too and compared.
 awaitable<std::optional<std::vector<std::vector<int>>>> disk_tier::tokens_by_parts(
-    upstream::pool& pool, int backend, std::string identity, std::vector<std::string> texts) {
-    upstream::slot_client llama(pool, src_.current(), backend);
+    const request_scope& rq, int backend, std::string identity, std::vector<std::string> texts) {
+    upstream::slot_client llama(rq.pool, rq.cfg, backend);
     bool need_start = false;
     {
         std::lock_guard lock(mu_);

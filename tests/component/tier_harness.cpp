@@ -121,6 +121,10 @@ struct tier_proxy::parts {
     http_server::server server;
 };
 
+void tier_proxy::publish(config::config next) {
+    p_->src.publish(std::make_shared<const config::config>(std::move(next)));
+}
+
 tier_proxy::tier_proxy(config::config cfg) : p_(std::make_unique<parts>(std::move(cfg))) {
     p_->server.listen();
     p_->monitor.start();

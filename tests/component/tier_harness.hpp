@@ -69,6 +69,9 @@ class tier_proxy {
     // 0 when nothing), and whether the backend is ready (healthy, checked, probed).
     std::uint64_t believed_tokens(int backend, int slot) const;
     bool ready(int backend) const;
+    // The config as a reload leaves it for the next requests (the same backends; nothing else
+    // of a reload, such as the registry's sync, is done).
+    void publish(config::config next);
 
     struct parts;
 

@@ -646,4 +646,29 @@ TEST_CASE("tier: the budget never evicts a file while it is being restored") {
     CHECK(listed.size() == 2);
 }
 
+TEST_CASE(
+    "tier: a reload in the middle of a request leaves the request the config it arrived with") {
+    one_backend b;
+    // The request's rendering waits; meanwhile a reload makes every prefix too short for a file.
+    b.fake.delay("/apply-template", 600ms, 1);
+    auto next = one_backend::make(b.fake, b.tmp, {});
+    next.cache.min_prefix_tokens = 1'000'000;
+    std::thread reload([&] {
+        std::this_thread::sleep_for(200ms);
+        b.proxy.publish(next);
+    });
+    const auto r = b.proxy.chat(chat_body(document(41, doc_bytes), "What is on line 3?"));
+    reload.join();
+    REQUIRE(r.status == 200);
+    CAPTURE(r.head());
+    // Its stable prefix is judged, primed and saved under the config it arrived with.
+    CHECK(r.header("x-warmslot-disk").starts_with("snapshot "));
+    // The next request runs under the new one: no prefix of it is long enough for a file.
+    const auto r2 = b.proxy.chat(chat_body(document(42, doc_bytes), "What is on line 3?"));
+    REQUIRE(r2.status == 200);
+    CAPTURE(r2.head());
+    CHECK(r2.header("x-warmslot-disk").empty());
+    CHECK(answered(b.fake.calls("save"), 200).size() == 1);
+}
+
 }  // namespace warmslot::testing
