@@ -3,8 +3,9 @@
 // own choices do not depend on it. Each test named below runs again, unchanged and with its idle
 // targets, while a busy loop runs on every core for the whole test: the floating Messages
 // questions on the hybrid model without checkpoints, a request sent the moment a restarted
-// llama-server answers, a restart no check saw, and Claude Code's sessions with the coding-agent
-// rules (the session after a llama-server restart restored, not recomputed).
+// llama-server answers, a restart between two checks, a request sent while the only backend is
+// down, and Claude Code's sessions with the coding-agent rules (the session after a llama-server
+// restart restored, not recomputed).
 //
 // The busy loops are plain processes at normal priority, started before the test and killed after
 // it (and when this file exits for any reason).
@@ -18,7 +19,8 @@ import { repoRoot } from './lib/procs.mjs';
 const cases = [
   ['floating.test.mjs', 'qwen35 -np 2 without checkpoints: Messages requests run on the slot warmslot prepared'],
   ['backend-state.test.mjs', 'a request sent as soon as a restarted backend answers /health gets its prefix restored'],
-  ['backend-state.test.mjs', 'a restart between two checks is found by the first answer that reused nothing'],
+  ['backend-state.test.mjs', 'a restart between two checks is seen when the process ends: both documents are restored after it'],
+  ['backend-state.test.mjs', 'a request sent while its only backend is down waits for it and gets its prefix restored'],
   ['agents.test.mjs', 'claude on (llama|qwen35): sessions through warmslot cost no more than straight'],
 ];
 
