@@ -16,6 +16,7 @@
 #include "routing/reservation.hpp"
 #include "service/pipeline.hpp"
 #include "service/relay.hpp"
+#include "tier/request_scope.hpp"
 
 namespace warmslot::service {
 
@@ -62,6 +63,8 @@ struct forwarding {
     const config::config& cfg;
     const nlohmann::json* body;  // the parsed JSON body; null for other bodies
     upstream::pool& pool;        // the worker's
+    // What the disk tier's calls for this request go through: its pool and its config.
+    tier::request_scope scope() const { return {pool, out.cfg}; }
     prompt_view view;
     forward_state st;
     routing::reservation r;      // the request's plan and its hold on a slot

@@ -293,8 +293,7 @@ awaitable<try_step> pipeline::prepare_slot(forwarding& f, backend_try& bt, bool 
     // marked from now until llama-server has started this request, or this try is over.
     if (bt.planned && bt.pin) r.preparing(true);
     if (bt.tiered) {
-        bt.chain =
-            co_await disk_->request_tokens({f.pool, f.out.cfg}, i, *fp, *f.view.chat(), t.tenant);
+        bt.chain = co_await disk_->request_tokens(f.scope(), i, *fp, *f.view.chat(), t.tenant);
     }
     if (bt.slot && may_recheck && f.pool.stale_count(b.host, b.port) != bt.stale_before) {
         r.preparing(false);
@@ -321,8 +320,7 @@ awaitable<try_step> pipeline::prepare_slot(forwarding& f, backend_try& bt, bool 
         co_await wait_turn(cfg, f.pool, b, t, *fp, f.st);
         // After the wait: what the other slots hold now is what llama-server compares.
         if (disk_ && f.view.chat() && !bt.lora && worth_preparing(*fp))
-            co_await disk_->clear_rivals({f.pool, f.out.cfg}, t, *fp,
-                                         bt.chain ? &*bt.chain : nullptr,
+            co_await disk_->clear_rivals(f.scope(), t, *fp, bt.chain ? &*bt.chain : nullptr,
                                          out.disk.what == tier::disk_action::kind::restored ||
                                              out.disk.what == tier::disk_action::kind::snapshotted);
     }
@@ -355,8 +353,8 @@ awaitable<void> pipeline::prepare_prefix(forwarding& f, backend_try& bt) {
             progress_interval);
     }
     auto made_room = std::move(out.disk.unloaded);
-    out.disk = co_await disk_->prepare({f.pool, f.out.cfg}, t, *f.view.fp, *f.view.chat(),
-                                       *bt.chain, out.caller ? out.caller->tenant : std::string(),
+    out.disk = co_await disk_->prepare(f.scope(), t, *f.view.fp, *f.view.chat(), *bt.chain,
+                                       out.caller ? out.caller->tenant : std::string(),
                                        f.cfg.cache.save_after_answer && streamed(f.body));
     out.disk.unloaded = std::move(made_room);
     if (progress) out.keeper->set_progress(nullptr, progress_interval);
